@@ -1,0 +1,39 @@
+# Two commands do all the set-up on a fresh machine with Python 3.11+:
+#   make demo   — builds .venv, starts the embedded stack and runs the demo
+#   make test   — builds .venv and runs the whole test suite on the embedded stack
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck check schemas bench clean up
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/govindex demo
+
+up: $(STAMP)
+	$(BIN)/govindex up
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check services tests
+	$(BIN)/ruff format --check services tests
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+check: lint typecheck test
+
+schemas: $(STAMP)
+	$(BIN)/govindex schemas --write
+
+clean:
+	rm -rf $(VENV) .govindex .pytest_cache .mypy_cache .ruff_cache

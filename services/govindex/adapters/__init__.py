@@ -1,0 +1,1 @@
+"""Adapters: one per technology, the only modules that speak a driver's protocol."""

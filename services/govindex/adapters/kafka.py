@@ -1,0 +1,134 @@
+"""Kafka adapters for operator tools and connectors (kafka-python, manual assignment).
+
+Workers consume through FastStream (see each service's app.py); these helpers produce from
+the CLI, create topics and read offsets without joining a consumer group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import structlog
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+from govindex.envelope import KafkaRecord
+from govindex.errors import TransientError
+
+log = structlog.get_logger(__name__)
+
+
+def ensure_topics(bootstrap: str, topics: Iterable[str], partitions: int) -> list[str]:
+    """Create missing topics; return the names created."""
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="govindex-admin")
+    except KafkaError as exc:
+        raise TransientError(f"cannot reach Kafka at {bootstrap}: {exc}") from exc
+    try:
+        existing = set(admin.list_topics())
+        missing = [name for name in topics if name not in existing]
+        if missing:
+            try:
+                admin.create_topics(
+                    [NewTopic(name, partitions, 1) for name in missing], timeout_ms=10_000
+                )
+            except TopicAlreadyExistsError:
+                pass
+        return missing
+    finally:
+        admin.close()
+
+
+class KafkaEventPublisher:
+    """Synchronous producer for CLI commands and connectors: acks=all, idempotent keys."""
+
+    def __init__(self, bootstrap: str) -> None:
+        try:
+            self._producer = KafkaProducer(
+                bootstrap_servers=bootstrap,
+                acks="all",
+                linger_ms=5,
+                max_request_size=8 * 1024 * 1024,
+                client_id="govindex-cli",
+            )
+        except KafkaError as exc:
+            raise TransientError(f"cannot reach Kafka at {bootstrap}: {exc}") from exc
+
+    def publish(self, topic: str, record: KafkaRecord) -> None:
+        self._producer.send(topic, key=record.key, value=record.value, headers=record.headers)
+
+    def flush(self, timeout: float = 30.0) -> None:
+        try:
+            self._producer.flush(timeout=timeout)
+        except KafkaError as exc:
+            raise TransientError(f"Kafka did not acknowledge the events: {exc}") from exc
+
+    def close(self) -> None:
+        self._producer.close(timeout=10)
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    partition: int
+    end_offset: int
+    committed: int | None
+
+    @property
+    def lag(self) -> int:
+        return self.end_offset - (self.committed or 0)
+
+
+class OffsetReader:
+    """Reads end offsets and committed group offsets with manual assignment (no group join)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self._bootstrap = bootstrap
+        self._consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap, enable_auto_commit=False, client_id="govindex-offsets"
+        )
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def partitions(self, topic: str) -> list[TopicPartition]:
+        found = self._consumer.partitions_for_topic(topic) or set()
+        return [TopicPartition(topic, p) for p in sorted(found)]
+
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        """True end offsets: one past the last record of each partition.
+
+        Some Kafka-compatible brokers report a batch's base offset + 1 as the high watermark;
+        reading the last batch gives the real end, and on Apache Kafka changes nothing.
+        """
+        partitions = self.partitions(topic)
+        if not partitions:
+            return {}
+        reported = self._consumer.end_offsets(partitions)
+        result: dict[int, int] = {}
+        for tp in partitions:
+            end = int(reported[tp])
+            if end > 0:
+                self._consumer.assign([tp])
+                self._consumer.seek(tp, end - 1)
+                records = self._consumer.poll(timeout_ms=2000).get(tp, [])
+                if records:
+                    end = max(end, records[-1].offset + 1)
+            result[tp.partition] = end
+        self._consumer.assign([])
+        return result
+
+    def lag(self, topic: str, group: str) -> list[PartitionLag]:
+        ends = self.end_offsets(topic)
+        committed_consumer = KafkaConsumer(
+            bootstrap_servers=self._bootstrap, group_id=group, enable_auto_commit=False
+        )
+        try:
+            out = []
+            for partition, end in sorted(ends.items()):
+                committed = committed_consumer.committed(TopicPartition(topic, partition))
+                out.append(PartitionLag(partition, end, committed))
+            return out
+        finally:
+            committed_consumer.close()

@@ -1,0 +1,337 @@
+"""OpenSearch adapter: the chunk projection, one index generation at a time behind an alias.
+
+Writes use external versioning by sequence (DESIGN §5.1): an older write than the one the
+index holds is a 409, which here means "already newer" and is not an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
+from typing import Any
+
+import structlog
+from opensearchpy import AsyncOpenSearch
+from opensearchpy import exceptions as os_exc
+
+from govindex.errors import PermanentError, TransientError
+from govindex.records import Chunk
+
+log = structlog.get_logger(__name__)
+
+_KEYWORD = {"type": "keyword"}
+_DATE = {"type": "date"}
+
+MAPPING: dict[str, Any] = {
+    "dynamic": "strict",
+    "properties": {
+        "chunk_id": _KEYWORD,
+        "version_id": _KEYWORD,
+        "tenant_id": _KEYWORD,
+        "source_id": _KEYWORD,
+        "doc_id": _KEYWORD,
+        "source_version": _KEYWORD,
+        "sequence": {"type": "long"},
+        "version_sequence": {"type": "long"},
+        "content_hash": _KEYWORD,
+        "text": {"type": "text"},
+        "valid_from": _DATE,
+        "valid_to": _DATE,
+        "recorded_at": _DATE,
+        "superseded_at": _DATE,
+        "observed_at": _DATE,
+        "indexed_at": _DATE,
+        "acl": _KEYWORD,
+        "required_scopes": _KEYWORD,
+        "allowed_purposes": _KEYWORD,
+        "classification": _KEYWORD,
+        "parser": _KEYWORD,
+        "parser_version": _KEYWORD,
+        "locator": _KEYWORD,
+        "char_start": {"type": "integer"},
+        "char_end": {"type": "integer"},
+        "line_start": {"type": "integer"},
+        "line_end": {"type": "integer"},
+        "heading_path": {"type": "text", "fields": {"raw": _KEYWORD}},
+        "parent_id": _KEYWORD,
+        "prev_id": _KEYWORD,
+        "next_id": _KEYWORD,
+        "ordinal": {"type": "integer"},
+        "kind": _KEYWORD,
+        "trust_level": _KEYWORD,
+        "contains_instructions": {"type": "boolean"},
+        "token_estimate": {"type": "integer"},
+        "simhash": {"type": "long"},
+        "index_generation": {"type": "integer"},
+    },
+}
+
+
+def _translate(exc: Exception, what: str) -> Exception:
+    if isinstance(exc, os_exc.ConnectionError | os_exc.ConnectionTimeout):
+        return TransientError(f"OpenSearch is unreachable during {what}: {exc}")
+    if isinstance(exc, os_exc.TransportError):
+        status = exc.status_code if isinstance(exc.status_code, int) else 0
+        if status == 429 or status >= 500:
+            return TransientError(f"OpenSearch is busy during {what} ({status}): {exc}")
+        return PermanentError(f"OpenSearch refused {what} ({status}): {exc}")
+    return exc
+
+
+class OpenSearchIndex:
+    """The search projection of Postgres chunks; rebuildable at any time."""
+
+    def __init__(self, url: str, alias: str, *, refresh_interval: str = "1s") -> None:
+        self._client = AsyncOpenSearch(hosts=[url], timeout=30, max_retries=0)
+        self.alias = alias
+        self._refresh_interval = refresh_interval
+
+    @property
+    def pattern(self) -> str:
+        """Every generation of this alias, live or not: what a purge must sweep."""
+        return f"{self.alias}-g*"
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def ensure_template(self) -> None:
+        body = {
+            "index_patterns": [self.pattern],
+            "template": {
+                "settings": {
+                    "number_of_shards": 1,
+                    "number_of_replicas": 0,
+                    "refresh_interval": self._refresh_interval,
+                },
+                "mappings": MAPPING,
+            },
+        }
+        try:
+            await self._client.indices.put_index_template(name=self.alias, body=body)
+        except Exception as exc:
+            raise _translate(exc, "template creation") from exc
+
+    async def live_generation(self) -> int | None:
+        try:
+            if not await self._client.indices.exists_alias(name=self.alias):
+                return None
+            found = await self._client.indices.get_alias(name=self.alias)
+        except Exception as exc:
+            raise _translate(exc, "alias lookup") from exc
+        names = sorted(found)
+        return int(names[-1].rsplit("-g", 1)[1]) if names else None
+
+    def index_name(self, generation: int) -> str:
+        return f"{self.alias}-g{generation:04d}"
+
+    async def create_generation(self, generation: int) -> str:
+        name = self.index_name(generation)
+        try:
+            if not await self._client.indices.exists(index=name):
+                await self._client.indices.create(index=name)
+        except Exception as exc:
+            raise _translate(exc, "index creation") from exc
+        return name
+
+    async def point_alias(self, generation: int) -> None:
+        """Atomically make `generation` the one the alias serves."""
+        name = self.index_name(generation)
+        actions: list[dict[str, Any]] = [{"add": {"index": name, "alias": self.alias}}]
+        try:
+            if await self._client.indices.exists_alias(name=self.alias):
+                current = await self._client.indices.get_alias(name=self.alias)
+                actions = [
+                    {"remove": {"index": old, "alias": self.alias}}
+                    for old in current
+                    if old != name
+                ] + actions
+            await self._client.indices.update_aliases(body={"actions": actions})
+        except Exception as exc:
+            raise _translate(exc, "alias switch") from exc
+
+    async def count(self) -> int:
+        try:
+            result = await self._client.count(index=self.alias)
+        except os_exc.NotFoundError:
+            return 0
+        except Exception as exc:
+            raise _translate(exc, "count") from exc
+        return int(result["count"])
+
+    async def upsert(self, chunks: Sequence[Chunk], *, index: str | None = None) -> int:
+        """Index chunks with external version = their sequence; older writes are no-ops.
+
+        Returns how many the index took (409s mean it already held something newer).
+        """
+        if not chunks:
+            return 0
+        target = index or self.alias
+        lines: list[dict[str, Any]] = []
+        for chunk in chunks:
+            lines.append(
+                {
+                    "index": {
+                        "_index": target,
+                        "_id": chunk.chunk_id,
+                        "version": chunk.sequence,
+                        "version_type": "external",
+                    }
+                }
+            )
+            lines.append(chunk.model_dump(mode="json"))
+        try:
+            response = await self._client.bulk(body=lines)
+        except Exception as exc:
+            raise _translate(exc, "bulk index") from exc
+        taken = 0
+        for item in response.get("items", []):
+            result = item.get("index", {})
+            status = int(result.get("status", 500))
+            if status in (200, 201):
+                taken += 1
+            elif status == 409:
+                continue
+            elif status == 429 or status >= 500:
+                raise TransientError(f"OpenSearch rejected a chunk write ({status}): {result}")
+            else:
+                raise PermanentError(f"OpenSearch refused a chunk ({status}): {result}")
+        return taken
+
+    async def delete_document(
+        self, tenant_id: str, source_id: str, doc_id: str, up_to_sequence: int,
+        chunk_ids: Sequence[str],
+    ) -> int:
+        """Remove a document's chunks of versions <= up_to_sequence from every generation.
+
+        Known ids are deleted with external version up_to_sequence + 1, which is greater than
+        any write a pre-deletion event can carry, so a projection write racing the purge is
+        refused rather than resurrecting the chunk; a delete-by-query sweeps the rest.
+        """
+        removed = 0
+        try:
+            generations = await self._client.indices.get(index=self.pattern)
+        except os_exc.NotFoundError:
+            generations = {}
+        except Exception as exc:
+            raise _translate(exc, "generation lookup") from exc
+        for index in sorted(generations):
+            lines: list[dict[str, Any]] = [
+                {
+                    "delete": {
+                        "_index": index,
+                        "_id": cid,
+                        "version": up_to_sequence + 1,
+                        "version_type": "external",
+                    }
+                }
+                for cid in chunk_ids
+            ]
+            try:
+                if lines:
+                    response = await self._client.bulk(body=lines)
+                    removed += sum(
+                        1
+                        for item in response.get("items", [])
+                        if item.get("delete", {}).get("result") == "deleted"
+                    )
+                swept = await self._client.delete_by_query(
+                    index=index,
+                    body={"query": self._doc_query(tenant_id, source_id, doc_id, up_to_sequence)},
+                    params={"refresh": "true", "conflicts": "proceed"},
+                )
+                removed += int(swept.get("deleted", 0))
+            except Exception as exc:
+                raise _translate(exc, "purge") from exc
+        return removed
+
+    async def count_document(
+        self, tenant_id: str, source_id: str, doc_id: str, up_to_sequence: int | None = None
+    ) -> int:
+        """Read-back: how many chunks of the document any generation still holds."""
+        try:
+            await self._client.indices.refresh(index=self.pattern)
+            result = await self._client.count(
+                index=self.pattern,
+                body={"query": self._doc_query(tenant_id, source_id, doc_id, up_to_sequence)},
+            )
+        except os_exc.NotFoundError:
+            return 0
+        except Exception as exc:
+            raise _translate(exc, "read-back count") from exc
+        return int(result["count"])
+
+    @staticmethod
+    def _doc_query(
+        tenant_id: str, source_id: str, doc_id: str, up_to_sequence: int | None
+    ) -> dict[str, Any]:
+        filters: list[dict[str, Any]] = [
+            {"term": {"tenant_id": tenant_id}},
+            {"term": {"source_id": source_id}},
+            {"term": {"doc_id": doc_id}},
+        ]
+        if up_to_sequence is not None:
+            filters.append({"range": {"version_sequence": {"lte": up_to_sequence}}})
+        return {"bool": {"filter": filters}}
+
+    async def refresh(self) -> None:
+        try:
+            await self._client.indices.refresh(index=self.pattern)
+        except os_exc.NotFoundError:
+            return
+        except Exception as exc:
+            raise _translate(exc, "refresh") from exc
+
+    async def search(
+        self,
+        *,
+        text: str,
+        tenant_id: str,
+        principals: Sequence[str],
+        purpose: str | None,
+        as_of: datetime,
+        size: int,
+    ) -> list[dict[str, Any]]:
+        """BM25 search with tenant, ACL, purpose and valid-time filters applied in the query."""
+        filters: list[dict[str, Any]] = [
+            {"term": {"tenant_id": tenant_id}},
+            {"terms": {"acl": list(principals)}},
+            {"range": {"valid_from": {"lte": as_of.isoformat()}}},
+            {
+                "bool": {
+                    "should": [
+                        {"bool": {"must_not": {"exists": {"field": "valid_to"}}}},
+                        {"range": {"valid_to": {"gt": as_of.isoformat()}}},
+                    ],
+                    "minimum_should_match": 1,
+                }
+            },
+        ]
+        if purpose is not None:
+            filters.append({"term": {"allowed_purposes": purpose}})
+        body = {
+            "size": size,
+            "query": {"bool": {"must": [{"match": {"text": text}}], "filter": filters}},
+        }
+        try:
+            response = await self._client.search(index=self.alias, body=body)
+        except os_exc.NotFoundError:
+            return []
+        except Exception as exc:
+            raise _translate(exc, "search") from exc
+        return [
+            {"chunk_id": hit["_id"], "score": hit["_score"], **hit["_source"]}
+            for hit in response["hits"]["hits"]
+        ]
+
+
+async def rebuild(
+    index: OpenSearchIndex, batches: AsyncIterator[list[Chunk]], generation: int
+) -> int:
+    """Build `generation` from Postgres chunks, then point the alias at it. Returns the count."""
+    name = await index.create_generation(generation)
+    total = 0
+    async for batch in batches:
+        total += await index.upsert(batch, index=name)
+        log.info("projection.rebuild.progress", generation=generation, chunks=total)
+    await index.point_alias(generation)
+    return total

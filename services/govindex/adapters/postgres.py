@@ -1,0 +1,713 @@
+"""Postgres adapters: the source registry, the chunk store (system of record) and the outbox.
+
+Every write that decides something (apply a version, record a tombstone, purge) runs in one
+transaction together with "this consumer processed event X" and the outbox rows announcing
+it, so a crash anywhere leaves either all of it or none of it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+import psycopg
+from psycopg import AsyncConnection, sql
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from govindex.envelope import KafkaRecord
+from govindex.errors import TransientError, UnknownSource
+from govindex.records import Chunk, SourceManifest
+
+CHUNK_COLUMNS: tuple[str, ...] = tuple(Chunk.model_fields)
+
+Outcome = Literal["indexed", "metadata_updated", "tombstoned", "duplicate", "stale"]
+
+
+@asynccontextmanager
+async def transaction(pool: AsyncConnectionPool) -> AsyncIterator[AsyncConnection[Any]]:
+    """A transaction whose driver connection errors surface as TransientError."""
+    try:
+        async with pool.connection() as conn, conn.transaction():
+            yield conn
+    except (psycopg.OperationalError, psycopg.errors.SerializationFailure) as exc:
+        raise TransientError(f"PostgreSQL is unavailable: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class OutboxMessage:
+    topic: str
+    record: KafkaRecord
+
+
+async def _enqueue(conn: AsyncConnection[Any], messages: Sequence[OutboxMessage]) -> None:
+    for message in messages:
+        await conn.execute(
+            "INSERT INTO outbox (topic, key, value, headers) VALUES (%s, %s, %s, %s)",
+            (
+                message.topic,
+                (message.record.key or b"").decode(),
+                message.record.value,
+                Jsonb([[name, value.decode()] for name, value in message.record.headers]),
+            ),
+        )
+
+
+async def _claim_event(conn: AsyncConnection[Any], consumer: str, event_id: str) -> bool:
+    """Record that `consumer` processed `event_id`; False if it already had."""
+    cur = await conn.execute(
+        "INSERT INTO processed_events (consumer, event_id) VALUES (%s, %s) "
+        "ON CONFLICT DO NOTHING RETURNING 1",
+        (consumer, event_id),
+    )
+    return await cur.fetchone() is not None
+
+
+class PostgresSourceRegistry:
+    """Registered source manifests."""
+
+    def __init__(self, pool: AsyncConnectionPool) -> None:
+        self._pool = pool
+
+    async def register(self, manifest: SourceManifest) -> Literal["created", "updated"]:
+        async with transaction(self._pool) as conn:
+            cur = await conn.execute(
+                "SELECT tenant_id FROM sources WHERE source_id = %s", (manifest.source_id,)
+            )
+            row = await cur.fetchone()
+            if row is not None and row[0] != manifest.tenant:
+                raise UnknownSource(
+                    f"source id {manifest.source_id!r} is already registered for tenant "
+                    f"{row[0]!r}; source ids are global, pick another one"
+                )
+            await conn.execute(
+                "INSERT INTO sources (tenant_id, source_id, manifest, enabled) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (tenant_id, source_id) DO UPDATE SET "
+                "manifest = EXCLUDED.manifest, enabled = EXCLUDED.enabled, updated_at = now()",
+                (
+                    manifest.tenant,
+                    manifest.source_id,
+                    Jsonb(manifest.model_dump(mode="json")),
+                    manifest.enabled,
+                ),
+            )
+        return "created" if row is None else "updated"
+
+    async def get(self, tenant_id: str, source_id: str) -> SourceManifest | None:
+        async with transaction(self._pool) as conn:
+            cur = await conn.execute(
+                "SELECT manifest FROM sources WHERE tenant_id = %s AND source_id = %s",
+                (tenant_id, source_id),
+            )
+            row = await cur.fetchone()
+        return SourceManifest.model_validate(row[0]) if row else None
+
+    async def find(self, source_id: str) -> SourceManifest | None:
+        async with transaction(self._pool) as conn:
+            cur = await conn.execute(
+                "SELECT manifest FROM sources WHERE source_id = %s", (source_id,)
+            )
+            row = await cur.fetchone()
+        return SourceManifest.model_validate(row[0]) if row else None
+
+
+@dataclass(frozen=True)
+class VersionPlan:
+    """A new content revision (or a metadata-only change) the indexer wants to apply."""
+
+    consumer: str
+    event_id: str
+    tenant_id: str
+    source_id: str
+    doc_id: str
+    sequence: int
+    source_version: str
+    content_hash: str
+    content: str
+    media_type: str
+    title: str | None
+    path: str | None
+    metadata: dict[str, Any]
+    valid_from: datetime
+    valid_to: datetime | None
+    observed_at: datetime
+    recorded_at: datetime
+    parser: str
+    parser_version: str
+    chunks: Sequence[Chunk]
+    version_id: str
+
+
+@dataclass(frozen=True)
+class TombstonePlan:
+    consumer: str
+    event_id: str
+    tenant_id: str
+    source_id: str
+    doc_id: str
+    sequence: int
+    source_version: str
+    reason: str
+    deletion_mode: str
+    deleted_at: datetime
+    recorded_at: datetime
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    outcome: Outcome
+    version_id: str | None = None
+    chunk_count: int = 0
+
+
+Announce = Callable[[ApplyResult], Sequence[OutboxMessage]]
+
+
+@dataclass(frozen=True)
+class DocumentRow:
+    tenant_id: str
+    source_id: str
+    doc_id: str
+    state: str
+    last_sequence: int
+    source_version: str
+    content_hash: str | None
+    last_indexed_at: datetime
+    chunk_count: int
+    valid_from: datetime | None
+    valid_to: datetime | None
+
+
+class PostgresChunkStore:
+    """Documents, versions, chunks and tombstones: the order guard lives here (DESIGN §5.1-2)."""
+
+    def __init__(self, pool: AsyncConnectionPool) -> None:
+        self._pool = pool
+
+    async def apply_version(self, plan: VersionPlan, announce: Announce) -> ApplyResult:
+        """Apply a create/update if its sequence is newer than anything seen for the document.
+
+        Duplicates (same event id) and stale events (sequence <= the document's last
+        sequence, a tombstone's included) change nothing. When the content hash equals the
+        current version's, only metadata is updated: ACL, validity, source_version.
+        """
+        async with transaction(self._pool) as conn:
+            if not await _claim_event(conn, plan.consumer, plan.event_id):
+                return ApplyResult("duplicate")
+            doc = await self._lock_document(conn, plan.tenant_id, plan.source_id, plan.doc_id)
+            if doc is not None and plan.sequence <= doc["last_sequence"]:
+                return ApplyResult("stale")
+            current = None
+            if doc is not None and doc["state"] == "active" and doc["current_version_id"]:
+                cur = await conn.execute(
+                    "SELECT version_id, content_hash, parser, parser_version "
+                    "FROM document_versions WHERE version_id = %s",
+                    (doc["current_version_id"],),
+                )
+                current = await cur.fetchone()
+            if (
+                current is not None
+                and current[1] == plan.content_hash
+                and (current[2], current[3]) == (plan.parser, plan.parser_version)
+            ):
+                result = await self._update_metadata(conn, plan, current[0])
+            else:
+                result = await self._insert_version(conn, plan)
+            await conn.execute(
+                "INSERT INTO documents (tenant_id, source_id, doc_id, state, last_sequence, "
+                " current_version_id, source_version, content_hash, path, last_indexed_at) "
+                "VALUES (%s, %s, %s, 'active', %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (tenant_id, source_id, doc_id) DO UPDATE SET state = 'active', "
+                " last_sequence = EXCLUDED.last_sequence, "
+                " current_version_id = EXCLUDED.current_version_id, "
+                " source_version = EXCLUDED.source_version, "
+                " content_hash = EXCLUDED.content_hash, path = EXCLUDED.path, "
+                " last_indexed_at = EXCLUDED.last_indexed_at",
+                (
+                    plan.tenant_id,
+                    plan.source_id,
+                    plan.doc_id,
+                    plan.sequence,
+                    result.version_id,
+                    plan.source_version,
+                    plan.content_hash,
+                    plan.path,
+                    plan.recorded_at,
+                ),
+            )
+            await _enqueue(conn, announce(result))
+            return result
+
+    async def _lock_document(
+        self, conn: AsyncConnection[Any], tenant_id: str, source_id: str, doc_id: str
+    ) -> dict[str, Any] | None:
+        cur = conn.cursor(row_factory=dict_row)
+        await cur.execute(
+            "SELECT state, last_sequence, current_version_id FROM documents "
+            "WHERE tenant_id = %s AND source_id = %s AND doc_id = %s FOR UPDATE",
+            (tenant_id, source_id, doc_id),
+        )
+        return await cur.fetchone()
+
+    async def _update_metadata(
+        self, conn: AsyncConnection[Any], plan: VersionPlan, version_id: str
+    ) -> ApplyResult:
+        access = plan.chunks[0] if plan.chunks else None
+        await conn.execute(
+            "UPDATE document_versions SET sequence = %s, source_version = %s, valid_from = %s, "
+            " declared_valid_to = %s, valid_to = %s, observed_at = %s, metadata = %s, "
+            " title = %s WHERE version_id = %s",
+            (
+                plan.sequence,
+                plan.source_version,
+                plan.valid_from,
+                plan.valid_to,
+                plan.valid_to,
+                plan.observed_at,
+                Jsonb(plan.metadata),
+                plan.title,
+                version_id,
+            ),
+        )
+        cur = await conn.execute(
+            "UPDATE chunks SET sequence = %s, source_version = %s, valid_from = %s, "
+            " valid_to = %s, observed_at = %s, indexed_at = %s, acl = %s, required_scopes = %s,"
+            " allowed_purposes = %s, classification = %s WHERE version_id = %s",
+            (
+                plan.sequence,
+                plan.source_version,
+                plan.valid_from,
+                plan.valid_to,
+                plan.observed_at,
+                plan.recorded_at,
+                list(access.acl) if access else [],
+                list(access.required_scopes) if access else [],
+                list(access.allowed_purposes) if access else [],
+                access.classification if access else "",
+                version_id,
+            ),
+        )
+        await self._end_older_validity(conn, plan, exclude=version_id)
+        return ApplyResult("metadata_updated", version_id, cur.rowcount)
+
+    async def _end_older_validity(
+        self, conn: AsyncConnection[Any], plan: VersionPlan, *, exclude: str
+    ) -> None:
+        """A newer version ends older ones' validity at its valid_from (DESIGN §3)."""
+        params = (
+            plan.valid_from,
+            plan.tenant_id,
+            plan.source_id,
+            plan.doc_id,
+            exclude,
+            plan.valid_from,
+        )
+        where = (
+            "WHERE tenant_id = %s AND source_id = %s AND doc_id = %s AND version_id <> %s "
+            "AND (valid_to IS NULL OR valid_to > %s)"
+        )
+        await conn.execute(
+            sql.SQL("UPDATE document_versions SET valid_to = %s ") + sql.SQL(where), params
+        )
+        await conn.execute(
+            sql.SQL("UPDATE chunks SET valid_to = %s, sequence = {} ").format(
+                sql.Literal(plan.sequence)
+            )
+            + sql.SQL(where),
+            params,
+        )
+
+    async def _insert_version(self, conn: AsyncConnection[Any], plan: VersionPlan) -> ApplyResult:
+        # System time: whatever was current stops being current now.
+        await conn.execute(
+            "UPDATE document_versions SET superseded_at = %s WHERE tenant_id = %s AND "
+            "source_id = %s AND doc_id = %s AND superseded_at IS NULL",
+            (plan.recorded_at, plan.tenant_id, plan.source_id, plan.doc_id),
+        )
+        await conn.execute(
+            "UPDATE chunks SET superseded_at = %s, sequence = %s WHERE tenant_id = %s AND "
+            "source_id = %s AND doc_id = %s AND superseded_at IS NULL",
+            (plan.recorded_at, plan.sequence, plan.tenant_id, plan.source_id, plan.doc_id),
+        )
+        await conn.execute(
+            "INSERT INTO document_versions (version_id, tenant_id, source_id, doc_id, "
+            " version_sequence, sequence, source_version, content_hash, content, media_type, "
+            " title, metadata, declared_valid_to, valid_from, valid_to, observed_at, "
+            " recorded_at, parser, parser_version) VALUES "
+            "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (
+                plan.version_id,
+                plan.tenant_id,
+                plan.source_id,
+                plan.doc_id,
+                plan.sequence,
+                plan.sequence,
+                plan.source_version,
+                plan.content_hash,
+                plan.content,
+                plan.media_type,
+                plan.title,
+                Jsonb(plan.metadata),
+                plan.valid_to,
+                plan.valid_from,
+                plan.valid_to,
+                plan.observed_at,
+                plan.recorded_at,
+                plan.parser,
+                plan.parser_version,
+            ),
+        )
+        await self._end_older_validity(conn, plan, exclude=plan.version_id)
+        if plan.chunks:
+            insert = sql.SQL("INSERT INTO chunks ({}) VALUES ({})").format(
+                sql.SQL(", ").join(map(sql.Identifier, CHUNK_COLUMNS)),
+                sql.SQL(", ").join(sql.Placeholder() * len(CHUNK_COLUMNS)),
+            )
+            async with conn.cursor() as cur:
+                await cur.executemany(insert, [_chunk_row(chunk) for chunk in plan.chunks])
+        return ApplyResult("indexed", plan.version_id, len(plan.chunks))
+
+    async def record_tombstone(self, plan: TombstonePlan, announce: Announce) -> ApplyResult:
+        """Record a deletion at `sequence`; from now on nothing with sequence <= it applies.
+
+        The document stops being current at `deleted_at` (valid time ends, system time
+        supersedes). Content removal is the purger's job, announced through the outbox.
+        """
+        async with transaction(self._pool) as conn:
+            if not await _claim_event(conn, plan.consumer, plan.event_id):
+                return ApplyResult("duplicate")
+            doc = await self._lock_document(conn, plan.tenant_id, plan.source_id, plan.doc_id)
+            if doc is not None and plan.sequence <= doc["last_sequence"]:
+                return ApplyResult("stale")
+            key = (plan.tenant_id, plan.source_id, plan.doc_id)
+            await conn.execute(
+                "UPDATE document_versions SET superseded_at = coalesce(superseded_at, %s), "
+                " valid_to = CASE WHEN valid_to IS NULL OR valid_to > %s THEN %s ELSE valid_to "
+                " END WHERE tenant_id = %s AND source_id = %s AND doc_id = %s",
+                (plan.recorded_at, plan.deleted_at, plan.deleted_at, *key),
+            )
+            await conn.execute(
+                "UPDATE chunks SET superseded_at = coalesce(superseded_at, %s), sequence = %s, "
+                " valid_to = CASE WHEN valid_to IS NULL OR valid_to > %s THEN %s ELSE valid_to "
+                " END WHERE tenant_id = %s AND source_id = %s AND doc_id = %s",
+                (plan.recorded_at, plan.sequence, plan.deleted_at, plan.deleted_at, *key),
+            )
+            cur = await conn.execute(
+                "SELECT coalesce(array_agg(version_id ORDER BY version_sequence), '{}'), "
+                " coalesce(array_agg(content_hash ORDER BY version_sequence), '{}') "
+                "FROM document_versions WHERE tenant_id = %s AND source_id = %s AND doc_id = %s "
+                " AND content_purged_at IS NULL",
+                key,
+            )
+            versions = await cur.fetchone()
+            cur = await conn.execute(
+                "SELECT coalesce(array_agg(chunk_id ORDER BY chunk_id), '{}') FROM chunks "
+                "WHERE tenant_id = %s AND source_id = %s AND doc_id = %s",
+                key,
+            )
+            chunk_ids = await cur.fetchone()
+            assert versions is not None and chunk_ids is not None
+            await conn.execute(
+                "INSERT INTO tombstones (tenant_id, source_id, doc_id, sequence, event_id, "
+                " source_version, reason, deletion_mode, deleted_at, recorded_at, version_ids, "
+                " content_hashes, chunk_ids, purge_state) VALUES "
+                "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'pending')",
+                (
+                    *key,
+                    plan.sequence,
+                    plan.event_id,
+                    plan.source_version,
+                    plan.reason,
+                    plan.deletion_mode,
+                    plan.deleted_at,
+                    plan.recorded_at,
+                    versions[0],
+                    versions[1],
+                    chunk_ids[0],
+                ),
+            )
+            await conn.execute(
+                "INSERT INTO documents (tenant_id, source_id, doc_id, state, last_sequence, "
+                " current_version_id, source_version, content_hash, last_indexed_at) "
+                "VALUES (%s, %s, %s, 'deleted', %s, NULL, %s, NULL, %s) "
+                "ON CONFLICT (tenant_id, source_id, doc_id) DO UPDATE SET state = 'deleted', "
+                " last_sequence = EXCLUDED.last_sequence, current_version_id = NULL, "
+                " source_version = EXCLUDED.source_version, content_hash = NULL, "
+                " last_indexed_at = EXCLUDED.last_indexed_at",
+                (*key, plan.sequence, plan.source_version, plan.recorded_at),
+            )
+            result = ApplyResult("tombstoned", None, len(chunk_ids[0]))
+            await _enqueue(conn, announce(result))
+            return result
+
+    async def chunks_changed_by(
+        self, tenant_id: str, source_id: str, doc_id: str, sequence: int
+    ) -> list[Chunk]:
+        """The chunk rows the event with `sequence` wrote: what OpenSearch must now reflect."""
+        return await self._select_chunks(
+            "WHERE tenant_id = %s AND source_id = %s AND doc_id = %s AND sequence = %s",
+            (tenant_id, source_id, doc_id, sequence),
+        )
+
+    async def chunks_by_id(self, chunk_ids: Sequence[str]) -> list[Chunk]:
+        return await self._select_chunks("WHERE chunk_id = ANY(%s)", (list(chunk_ids),))
+
+    async def iter_all_chunks(self, batch: int = 500) -> AsyncIterator[list[Chunk]]:
+        """Every stored chunk, in batches: the input of a projection rebuild."""
+        after = ""
+        while True:
+            rows = await self._select_chunks(
+                "WHERE chunk_id > %s ORDER BY chunk_id LIMIT %s", (after, batch)
+            )
+            if not rows:
+                return
+            yield rows
+            after = rows[-1].chunk_id
+
+    async def _select_chunks(self, where: str, params: Sequence[Any]) -> list[Chunk]:
+        query = sql.SQL("SELECT {} FROM chunks ").format(
+            sql.SQL(", ").join(map(sql.Identifier, CHUNK_COLUMNS))
+        ) + sql.SQL(where)  # type: ignore[arg-type]
+        async with self._pool.connection() as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            try:
+                await cur.execute(query, params)
+                rows = await cur.fetchall()
+            except psycopg.OperationalError as exc:
+                raise TransientError(f"PostgreSQL is unavailable: {exc}") from exc
+        return [Chunk.model_validate(row) for row in rows]
+
+    async def blob(self, content_hash: str) -> str | None:
+        async with transaction(self._pool) as conn:
+            cur = await conn.execute(
+                "SELECT content FROM blobs WHERE content_hash = %s", (content_hash,)
+            )
+            row = await cur.fetchone()
+        return str(row[0]) if row else None
+
+    async def put_blob(self, content_hash: str, content: str) -> None:
+        async with transaction(self._pool) as conn:
+            await conn.execute(
+                "INSERT INTO blobs (content_hash, content) VALUES (%s, %s) "
+                "ON CONFLICT DO NOTHING",
+                (content_hash, content),
+            )
+
+    async def documents(self, source_id: str) -> list[DocumentRow]:
+        async with self._pool.connection() as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(
+                "SELECT d.tenant_id, d.source_id, d.doc_id, d.state, d.last_sequence, "
+                " d.source_version, d.content_hash, d.last_indexed_at, "
+                " (SELECT count(*) FROM chunks c WHERE c.version_id = d.current_version_id) "
+                "  AS chunk_count, v.valid_from, v.valid_to "
+                "FROM documents d LEFT JOIN document_versions v "
+                " ON v.version_id = d.current_version_id "
+                "WHERE d.source_id = %s ORDER BY d.doc_id",
+                (source_id,),
+            )
+            rows = await cur.fetchall()
+        return [DocumentRow(**row) for row in rows]
+
+
+def _chunk_row(chunk: Chunk) -> list[Any]:
+    data = chunk.model_dump()
+    return [
+        list(data[name]) if isinstance(data[name], tuple) else data[name]
+        for name in CHUNK_COLUMNS
+    ]
+
+
+class PostgresOutbox:
+    """Hands outbox rows to a publisher, oldest first; marks them once the broker has them."""
+
+    def __init__(self, pool: AsyncConnectionPool) -> None:
+        self._pool = pool
+
+    async def relay(self, publish: Any, limit: int = 200) -> int:
+        """Publish up to `limit` pending rows with `await publish(topic, record)`.
+
+        SKIP LOCKED lets several relays run without publishing a row twice at once; a crash
+        after publishing but before marking re-publishes it, which consumers dedupe by id.
+        """
+        async with transaction(self._pool) as conn:
+            cur = await conn.execute(
+                "SELECT id, topic, key, value, headers FROM outbox WHERE published_at IS NULL "
+                "ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED",
+                (limit,),
+            )
+            rows = await cur.fetchall()
+            for _id, topic, key, value, headers in rows:
+                record = KafkaRecord(
+                    key=key.encode(),
+                    value=bytes(value),
+                    headers=[(name, str(v).encode()) for name, v in headers],
+                )
+                await publish(topic, record)
+            if rows:
+                await conn.execute(
+                    "UPDATE outbox SET published_at = now() WHERE id = ANY(%s)",
+                    ([row[0] for row in rows],),
+                )
+        return len(rows)
+
+    async def pending(self) -> int:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute("SELECT count(*) FROM outbox WHERE published_at IS NULL")
+            row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, default=str, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class TombstoneRow:
+    tenant_id: str
+    source_id: str
+    doc_id: str
+    sequence: int
+    event_id: str
+    deletion_mode: str
+    deleted_at: datetime
+    recorded_at: datetime
+    chunk_ids: list[str]
+    purge_state: str
+    purge_attempts: int
+    purge_error: str | None
+
+
+class PostgresPurgeStore:
+    """What the purger needs from Postgres: tombstones, content removal, read-back, receipts."""
+
+    def __init__(self, pool: AsyncConnectionPool) -> None:
+        self._pool = pool
+
+    async def tombstone(
+        self, tenant_id: str, source_id: str, doc_id: str, sequence: int
+    ) -> TombstoneRow | None:
+        async with transaction(self._pool) as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(
+                "SELECT tenant_id, source_id, doc_id, sequence, event_id, deletion_mode, "
+                " deleted_at, recorded_at, chunk_ids, purge_state, purge_attempts, purge_error "
+                "FROM tombstones WHERE tenant_id = %s AND source_id = %s AND doc_id = %s "
+                " AND sequence = %s",
+                (tenant_id, source_id, doc_id, sequence),
+            )
+            row = await cur.fetchone()
+        return TombstoneRow(**row) if row else None
+
+    async def purge_content(
+        self, tenant_id: str, source_id: str, doc_id: str, sequence: int
+    ) -> tuple[int, int]:
+        """Remove chunk text and raw content of every version <= sequence.
+
+        Keeps the version rows' ids, hashes and times (what the tombstone refers to).
+        Returns (chunks removed, versions emptied). Idempotent.
+        """
+        key = (tenant_id, source_id, doc_id, sequence)
+        async with transaction(self._pool) as conn:
+            cur = await conn.execute(
+                "DELETE FROM chunks WHERE tenant_id = %s AND source_id = %s AND doc_id = %s "
+                " AND version_sequence <= %s",
+                key,
+            )
+            chunks = cur.rowcount
+            cur = await conn.execute(
+                "UPDATE document_versions SET content = NULL, title = NULL, metadata = '{}', "
+                " content_purged_at = now() WHERE tenant_id = %s AND source_id = %s "
+                " AND doc_id = %s AND version_sequence <= %s AND content_purged_at IS NULL "
+                "RETURNING content_hash",
+                key,
+            )
+            hashes = [row[0] for row in await cur.fetchall()]
+            if hashes:
+                # A claim-check blob goes when no version that still has content uses it.
+                await conn.execute(
+                    "DELETE FROM blobs b WHERE b.content_hash = ANY(%s) AND NOT EXISTS ("
+                    " SELECT 1 FROM document_versions v WHERE v.content_hash = b.content_hash"
+                    " AND v.content IS NOT NULL)",
+                    (hashes,),
+                )
+        return chunks, len(hashes)
+
+    async def content_remaining(
+        self, tenant_id: str, source_id: str, doc_id: str, sequence: int
+    ) -> int:
+        """Read-back: rows that still hold content of versions <= sequence."""
+        key = (tenant_id, source_id, doc_id, sequence)
+        async with transaction(self._pool) as conn:
+            cur = await conn.execute(
+                "SELECT (SELECT count(*) FROM chunks WHERE tenant_id = %s AND source_id = %s "
+                "  AND doc_id = %s AND version_sequence <= %s) + "
+                " (SELECT count(*) FROM document_versions WHERE tenant_id = %s "
+                "  AND source_id = %s AND doc_id = %s AND version_sequence <= %s "
+                "  AND (content IS NOT NULL OR title IS NOT NULL))",
+                key + key,
+            )
+            row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+    async def complete(
+        self,
+        consumer: str,
+        event_id: str,
+        tombstone: TombstoneRow,
+        receipt: dict[str, Any],
+        announce: Sequence[OutboxMessage],
+    ) -> bool:
+        """Mark the tombstone purged, keep the receipt, announce it; False if already done."""
+        async with transaction(self._pool) as conn:
+            if not await _claim_event(conn, consumer, event_id):
+                return False
+            await conn.execute(
+                "UPDATE tombstones SET purge_state = 'purged', purged_at = now(), "
+                " purge_error = NULL WHERE tenant_id = %s AND source_id = %s AND doc_id = %s "
+                " AND sequence = %s",
+                (tombstone.tenant_id, tombstone.source_id, tombstone.doc_id, tombstone.sequence),
+            )
+            await conn.execute(
+                "INSERT INTO purge_receipts (tenant_id, source_id, doc_id, sequence, receipt) "
+                "VALUES (%s, %s, %s, %s, %s)",
+                (
+                    tombstone.tenant_id,
+                    tombstone.source_id,
+                    tombstone.doc_id,
+                    tombstone.sequence,
+                    Jsonb(receipt),
+                ),
+            )
+            await _enqueue(conn, announce)
+        return True
+
+    async def note_failure(self, tombstone: TombstoneRow, error: str) -> None:
+        async with transaction(self._pool) as conn:
+            await conn.execute(
+                "UPDATE tombstones SET purge_attempts = purge_attempts + 1, purge_error = %s "
+                "WHERE tenant_id = %s AND source_id = %s AND doc_id = %s AND sequence = %s",
+                (
+                    error[:2000],
+                    tombstone.tenant_id,
+                    tombstone.source_id,
+                    tombstone.doc_id,
+                    tombstone.sequence,
+                ),
+            )
+
+    async def pending(self) -> list[TombstoneRow]:
+        async with transaction(self._pool) as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(
+                "SELECT tenant_id, source_id, doc_id, sequence, event_id, deletion_mode, "
+                " deleted_at, recorded_at, chunk_ids, purge_state, purge_attempts, purge_error "
+                "FROM tombstones WHERE purge_state <> 'purged' ORDER BY recorded_at"
+            )
+            rows = await cur.fetchall()
+        return [TombstoneRow(**row) for row in rows]

@@ -1,0 +1,102 @@
+"""How every worker consumes: decode, handle with retries, dead-letter what is permanent.
+
+The offset is committed only when `process` returns (FastStream AckPolicy.NACK_ON_ERROR):
+a transient failure that outlasts the retry budget raises, FastStream seeks back, and the
+record is delivered again. Nothing healthy is dead-lettered; nothing bad is dropped silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+from faststream import AckPolicy
+from faststream.kafka import KafkaBroker, KafkaMessage
+
+from govindex.deadletter import Delivery, dead_letter
+from govindex.envelope import Envelope, KafkaRecord, decode
+from govindex.errors import PermanentError
+from govindex.retry import retry_transient
+
+log = structlog.get_logger(__name__)
+
+Handle = Callable[[Envelope], Awaitable[Any]]
+Publish = Callable[[str, KafkaRecord], Awaitable[None]]
+
+
+async def process(
+    delivery: Delivery,
+    handle: Handle,
+    *,
+    consumer: str,
+    dead_letters_topic: str,
+    publish: Publish,
+    retry_initial: float = 0.2,
+    retry_max: float = 5.0,
+) -> None:
+    structlog.contextvars.bind_contextvars(
+        consumer=consumer, topic=delivery.topic, partition=delivery.partition,
+        offset=delivery.offset,
+    )
+    try:
+        try:
+            envelope = decode(delivery.key, delivery.value, delivery.headers)
+            structlog.contextvars.bind_contextvars(event_id=envelope.id)
+            await retry_transient(
+                lambda: handle(envelope), what=consumer, initial=retry_initial,
+                maximum=retry_max,
+            )
+        except PermanentError as error:
+            record = dead_letter(delivery, error, consumer)
+            await retry_transient(
+                lambda: publish(dead_letters_topic, record), what="dead-letter publish"
+            )
+            log.warning("event.dead_lettered", reason=error.reason, error=str(error))
+    finally:
+        structlog.contextvars.unbind_contextvars(
+            "consumer", "topic", "partition", "offset", "event_id"
+        )
+
+
+async def _keep_raw(message: Any) -> None:
+    """Decoder that decodes nothing: handlers read the raw record, so bad bytes never fail
+    inside FastStream (where they would be redelivered forever) but reach our dead letters."""
+    return None
+
+
+def subscribe(
+    broker: KafkaBroker,
+    *,
+    topic: str,
+    group_id: str,
+    consumer: str,
+    handle: Handle,
+    dead_letters_topic: str,
+    publish: Publish,
+) -> None:
+    """Register a subscriber that runs `process` for every record of `topic`."""
+
+    async def on_record(body: Any, msg: KafkaMessage) -> None:
+        raw = msg.raw_message
+        delivery = Delivery(
+            topic=raw.topic,
+            partition=raw.partition,
+            offset=raw.offset,
+            key=raw.key,
+            value=raw.value,
+            headers=list(raw.headers or []),
+        )
+        await process(
+            delivery, handle, consumer=consumer, dead_letters_topic=dead_letters_topic,
+            publish=publish,
+        )
+
+    on_record.__name__ = f"on_{consumer}_record"
+    broker.subscriber(
+        topic,
+        group_id=group_id,
+        ack_policy=AckPolicy.NACK_ON_ERROR,
+        auto_offset_reset="earliest",
+        decoder=_keep_raw,
+    )(on_record)

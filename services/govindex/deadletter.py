@@ -1,0 +1,41 @@
+"""Dead letters: the original record, untouched, with the reason in headers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from govindex.envelope import KafkaRecord
+from govindex.errors import PermanentError
+
+REASON_HEADER = "govindex-dlq-reason"
+ERROR_HEADER = "govindex-dlq-error"
+CONSUMER_HEADER = "govindex-dlq-consumer"
+ORIGIN_HEADER = "govindex-dlq-origin"
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A record as it came off a topic, with where it came from."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]]
+
+    @property
+    def origin(self) -> str:
+        return f"{self.topic}/{self.partition}/{self.offset}"
+
+
+def dead_letter(delivery: Delivery, error: PermanentError, consumer: str) -> KafkaRecord:
+    """The record to put on the dead-letter topic: same key, value and headers, plus why."""
+    headers = [(k, v) for k, v in delivery.headers if not k.startswith("govindex-dlq-")]
+    headers += [
+        (REASON_HEADER, error.reason.encode()),
+        (ERROR_HEADER, str(error).encode()[:4000]),
+        (CONSUMER_HEADER, consumer.encode()),
+        (ORIGIN_HEADER, delivery.origin.encode()),
+    ]
+    return KafkaRecord(key=delivery.key, value=delivery.value or b"", headers=headers)

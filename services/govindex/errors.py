@@ -1,0 +1,48 @@
+"""The two kinds of failure the pipeline knows: transient (retry) and permanent (dead-letter)."""
+
+from __future__ import annotations
+
+
+class GovindexError(Exception):
+    """Base of every error govindex raises on purpose."""
+
+
+class TransientError(GovindexError):
+    """A dependency is unavailable or slow; retry with backoff, never dead-letter."""
+
+
+class PermanentError(GovindexError):
+    """The input itself is wrong; dead-letter it with `reason` and move on.
+
+    `reason` is a short machine-readable code; the message says what was wrong and what to do.
+    """
+
+    reason = "permanent_error"
+
+
+class InvalidEvent(PermanentError):
+    reason = "invalid_event"
+
+
+class UnknownSource(PermanentError):
+    reason = "unknown_source"
+
+
+class SourceDisabled(PermanentError):
+    reason = "source_disabled"
+
+
+class MissingAcl(PermanentError):
+    reason = "missing_acl"
+
+
+class ContentUnavailable(PermanentError):
+    reason = "content_unavailable"
+
+
+class ManifestError(GovindexError):
+    """A source manifest failed validation; the message names file, field and problem."""
+
+
+class StackNotRunning(GovindexError):
+    """No running stack was found and no server addresses were configured."""

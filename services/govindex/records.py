@@ -1,0 +1,176 @@
+"""The records govindex keeps: source manifests, document versions and chunks (DESIGN §3)."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+# Identifiers end up in Kafka keys (`tenant/source/doc`), index ids and URLs: no slashes in
+# tenant and source ids, no control characters anywhere.
+SLUG = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+Slug = Annotated[str, Field(pattern=SLUG)]
+Principal = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[^\s,]+$")]
+
+
+class DeletionMode(StrEnum):
+    TOMBSTONE_AND_PURGE = "tombstone_and_purge"
+    TOMBSTONE = "tombstone"
+
+
+class TrustLevel(StrEnum):
+    AUTHORITATIVE = "authoritative"
+    REVIEWED = "reviewed"
+    UNTRUSTED = "untrusted"
+
+
+class AclPolicy(StrEnum):
+    """Where a document's ACL comes from."""
+
+    DOCUMENT_OR_DEFAULT = "document_or_default"  # the document's own ACL, else default_acl
+    DOCUMENT_ONLY = "document_only"  # the document must carry one; no default
+    MANIFEST_ONLY = "manifest_only"  # always default_acl, whatever the document says
+
+
+class SourceType(StrEnum):
+    GIT = "git"
+    FOLDER = "folder"
+    CDC = "cdc"
+
+
+class SourceManifest(BaseModel):
+    """A registered source: who owns it, who may see it, how long history lives."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source_id: Slug
+    tenant: Slug
+    source_type: SourceType
+    owner_team: str = Field(min_length=1)
+    classification: Literal["public", "internal", "confidential", "restricted"]
+    default_acl: list[Principal] | None = None
+    acl_policy: AclPolicy = AclPolicy.DOCUMENT_OR_DEFAULT
+    allowed_purposes: list[Slug] = Field(min_length=1)
+    required_scopes: list[str] = Field(default_factory=list)
+    trust_level: TrustLevel
+    refresh_sla: timedelta = timedelta(hours=24)
+    valid_time_field: str | None = None
+    deletion_mode: DeletionMode = DeletionMode.TOMBSTONE_AND_PURGE
+    history_retention: timedelta = timedelta(days=365)
+    parser: str = "markdown"
+    schema_version: Literal[1] = 1
+    enabled: bool = True
+
+    @field_validator("default_acl")
+    @classmethod
+    def _acl_not_empty(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and not value:
+            raise ValueError(
+                "an empty default_acl would make documents visible to no one; "
+                "list principals or leave the field out"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _policy_has_default(self) -> SourceManifest:
+        if self.acl_policy is AclPolicy.MANIFEST_ONLY and not self.default_acl:
+            raise ValueError("acl_policy manifest_only needs a default_acl")
+        return self
+
+
+class ChunkKind(StrEnum):
+    PREAMBLE = "preamble"
+    SECTION = "section"
+
+
+class Span(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    char_start: int = Field(ge=0)
+    char_end: int = Field(ge=0)
+    line_start: int = Field(ge=1)
+    line_end: int = Field(ge=1)
+
+
+class ChunkDraft(BaseModel):
+    """What a parser produces: text at an exact span plus its place in the structure."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ordinal: int = Field(ge=0)
+    kind: ChunkKind
+    text: str
+    span: Span
+    heading_path: tuple[str, ...]
+    anchor: str
+    parent_ordinal: int | None = None
+
+
+class Access(BaseModel):
+    """Who may see a document's chunks, and why."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    acl: tuple[str, ...] = Field(min_length=1)
+    required_scopes: tuple[str, ...] = ()
+    allowed_purposes: tuple[str, ...] = Field(min_length=1)
+    classification: str
+
+
+class Chunk(BaseModel):
+    """A stamped chunk as stored in Postgres and projected to OpenSearch."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    chunk_id: str
+    version_id: str
+    tenant_id: str
+    source_id: str
+    doc_id: str
+    source_version: str
+    sequence: int
+    version_sequence: int
+    content_hash: str
+    text: str
+    valid_from: AwareDatetime
+    valid_to: AwareDatetime | None
+    recorded_at: AwareDatetime
+    superseded_at: AwareDatetime | None
+    observed_at: AwareDatetime
+    indexed_at: AwareDatetime
+    acl: tuple[str, ...]
+    required_scopes: tuple[str, ...]
+    allowed_purposes: tuple[str, ...]
+    classification: str
+    parser: str
+    parser_version: str
+    locator: str
+    char_start: int
+    char_end: int
+    line_start: int
+    line_end: int
+    heading_path: tuple[str, ...]
+    parent_id: str | None
+    prev_id: str | None
+    next_id: str | None
+    ordinal: int
+    kind: str
+    trust_level: str
+    contains_instructions: bool
+    token_estimate: int
+    simhash: int
+    index_generation: int
+
+
+def slugify(text: str) -> str:
+    """GitHub-style heading anchor: lower case, punctuation dropped, spaces to hyphens."""
+    lowered = text.strip().lower()
+    kept = re.sub(r"[^\w\- ]", "", lowered)
+    return re.sub(r" ", "-", kept)
+
+
+def is_aware(value: datetime) -> bool:
+    return value.tzinfo is not None and value.utcoffset() is not None

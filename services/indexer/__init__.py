@@ -1,0 +1,1 @@
+"""The indexer: validates document events, chunks, stamps, writes Postgres then OpenSearch."""

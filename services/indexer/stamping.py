@@ -1,0 +1,237 @@
+"""Stamping: turn parser drafts into governed chunk records (pure, no I/O)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import AwareDatetime, TypeAdapter, ValidationError
+
+from govindex.errors import InvalidEvent, MissingAcl
+from govindex.events import DocumentChanged
+from govindex.records import (
+    Access,
+    AclPolicy,
+    Chunk,
+    ChunkDraft,
+    Principal,
+    SourceManifest,
+    TrustLevel,
+)
+
+_PRINCIPALS = TypeAdapter(list[Principal])
+_AWARE = TypeAdapter(AwareDatetime)
+
+
+def sha256_hex(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def resolve_access(
+    manifest: SourceManifest, event: DocumentChanged, frontmatter: Mapping[str, Any]
+) -> Access:
+    """Decide who may see the document; fail closed (MissingAcl) when nobody said."""
+    document_acl: list[str] | None = event.acl
+    if document_acl is None and "acl" in frontmatter:
+        raw = frontmatter["acl"]
+        if isinstance(raw, str):
+            raw = [raw]
+        try:
+            document_acl = _PRINCIPALS.validate_python(raw or [])
+        except ValidationError as exc:
+            raise InvalidEvent(
+                f"frontmatter 'acl' must be a list of principals like 'group:eng': {exc}"
+            ) from exc
+        if not document_acl:
+            raise MissingAcl(
+                "the document's frontmatter 'acl' is empty, which would make it visible to no "
+                "one; list principals or remove the field to use the source default"
+            )
+    if manifest.acl_policy is AclPolicy.MANIFEST_ONLY:
+        acl = manifest.default_acl
+    elif manifest.acl_policy is AclPolicy.DOCUMENT_ONLY:
+        acl = document_acl
+    else:
+        acl = document_acl or manifest.default_acl
+    if not acl:
+        raise MissingAcl(
+            f"document {event.doc_id!r} has no ACL and source {manifest.source_id!r} has no "
+            "default_acl; add 'acl:' to the document's frontmatter or 'default_acl' to the "
+            "source manifest. It was not indexed (never indexed as public)."
+        )
+    classification = frontmatter.get("classification", manifest.classification)
+    return Access(
+        acl=tuple(sorted(set(acl))),
+        required_scopes=tuple(manifest.required_scopes),
+        allowed_purposes=tuple(manifest.allowed_purposes),
+        classification=str(classification),
+    )
+
+
+def resolve_validity(
+    manifest: SourceManifest, event: DocumentChanged, frontmatter: Mapping[str, Any]
+) -> tuple[datetime, datetime | None]:
+    """Valid time from the event, else frontmatter, else [observed_at, open end) (DESIGN §3)."""
+    from_field = manifest.valid_time_field or "valid_from"
+    valid_from = event.valid_from or _frontmatter_time(frontmatter, from_field)
+    valid_to = event.valid_to or _frontmatter_time(frontmatter, "valid_to")
+    start = valid_from or event.observed_at
+    if valid_to is not None and valid_to <= start:
+        raise InvalidEvent(
+            f"valid_to ({valid_to.isoformat()}) is not after valid_from ({start.isoformat()}); "
+            "fix the document's validity dates"
+        )
+    return start, valid_to
+
+
+def _frontmatter_time(frontmatter: Mapping[str, Any], name: str) -> datetime | None:
+    raw = frontmatter.get(name)
+    if raw is None:
+        return None
+    try:
+        value: datetime = _AWARE.validate_python(raw if isinstance(raw, datetime) else str(raw))
+    except ValidationError as exc:
+        raise InvalidEvent(
+            f"frontmatter {name!r} must be a date-time with a time zone, e.g. "
+            f"2025-03-01T00:00:00Z; got {raw!r}"
+        ) from exc
+    return value
+
+
+# Text that gives orders to a model or an operator. Stored anyway; the flag lets the read
+# path keep it out of model input when the source is not authoritative.
+_INSTRUCTION_PATTERNS = re.compile(
+    r"ignore (?:all |any )?(?:previous|prior|above) instructions"
+    r"|disregard (?:the |all )?(?:previous|prior|above)"
+    r"|you are now\b|system prompt|act as (?:an? )?(?:admin|root|assistant)"
+    r"|run (?:the )?rollback now|execute (?:this|the following) (?:command|script)",
+    re.IGNORECASE,
+)
+
+
+def contains_instructions(text: str, trust_level: TrustLevel) -> bool:
+    if trust_level is TrustLevel.AUTHORITATIVE:
+        return False
+    return _INSTRUCTION_PATTERNS.search(text) is not None
+
+
+def token_estimate(text: str) -> int:
+    """Tokens ≈ ceil(characters / 4), the usual rule of thumb for BPE tokenizers on English."""
+    return max(1, math.ceil(len(text) / 4))
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def simhash64(text: str) -> int:
+    """64-bit SimHash over word trigrams, as a signed int64 (fits a Postgres bigint)."""
+    words = _WORD.findall(text.lower())
+    shingles = [" ".join(words[i : i + 3]) for i in range(max(1, len(words) - 2))]
+    weights = [0] * 64
+    for shingle in shingles:
+        digest = int.from_bytes(hashlib.blake2b(shingle.encode(), digest_size=8).digest(), "big")
+        for bit in range(64):
+            weights[bit] += 1 if digest >> bit & 1 else -1
+    value = sum(1 << bit for bit in range(64) if weights[bit] > 0)
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def chunk_id(
+    doc_key: str, version_sequence: int, parser: str, parser_version: str, draft: ChunkDraft
+) -> str:
+    """Stable id: the same bytes of the same version, cut by the same parser, get the same id."""
+    material = "\x00".join(
+        [
+            doc_key,
+            str(version_sequence),
+            parser,
+            parser_version,
+            str(draft.ordinal),
+            sha256_hex(draft.text),
+        ]
+    )
+    return hashlib.sha256(material.encode()).hexdigest()[:32]
+
+
+def version_id(doc_key: str, version_sequence: int) -> str:
+    return hashlib.sha256(f"{doc_key}\x00{version_sequence}".encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class StampContext:
+    manifest: SourceManifest
+    event: DocumentChanged
+    access: Access
+    valid_from: datetime
+    valid_to: datetime | None
+    recorded_at: datetime
+    parser: str
+    parser_version: str
+    index_generation: int
+
+
+def stamp_chunks(ctx: StampContext, drafts: Sequence[ChunkDraft]) -> list[Chunk]:
+    """Bind each draft to its source, version, span, time, access and structure."""
+    event = ctx.event
+    key = event.key
+    ids = [
+        chunk_id(key, event.sequence, ctx.parser, ctx.parser_version, draft) for draft in drafts
+    ]
+    by_ordinal = {draft.ordinal: ids[i] for i, draft in enumerate(drafts)}
+    where = event.path or event.doc_id
+    trust = ctx.manifest.trust_level
+    chunks: list[Chunk] = []
+    for i, draft in enumerate(drafts):
+        if draft.anchor:
+            locator = f"{where}#{draft.anchor}"
+        else:
+            locator = f"{where}#L{draft.span.line_start}-L{draft.span.line_end}"
+        parent = draft.parent_ordinal
+        chunks.append(
+            Chunk(
+                chunk_id=ids[i],
+                version_id=version_id(key, event.sequence),
+                tenant_id=event.tenant_id,
+                source_id=event.source_id,
+                doc_id=event.doc_id,
+                source_version=event.source_version,
+                sequence=event.sequence,
+                version_sequence=event.sequence,
+                content_hash=sha256_hex(draft.text),
+                text=draft.text,
+                valid_from=ctx.valid_from,
+                valid_to=ctx.valid_to,
+                recorded_at=ctx.recorded_at,
+                superseded_at=None,
+                observed_at=event.observed_at,
+                indexed_at=ctx.recorded_at,
+                acl=ctx.access.acl,
+                required_scopes=ctx.access.required_scopes,
+                allowed_purposes=ctx.access.allowed_purposes,
+                classification=ctx.access.classification,
+                parser=ctx.parser,
+                parser_version=ctx.parser_version,
+                locator=locator,
+                char_start=draft.span.char_start,
+                char_end=draft.span.char_end,
+                line_start=draft.span.line_start,
+                line_end=draft.span.line_end,
+                heading_path=draft.heading_path,
+                parent_id=by_ordinal.get(parent) if parent is not None else None,
+                prev_id=ids[i - 1] if i > 0 else None,
+                next_id=ids[i + 1] if i + 1 < len(ids) else None,
+                ordinal=draft.ordinal,
+                kind=draft.kind.value,
+                trust_level=trust.value,
+                contains_instructions=contains_instructions(draft.text, trust),
+                token_estimate=token_estimate(draft.text),
+                simhash=simhash64(draft.text),
+                index_generation=ctx.index_generation,
+            )
+        )
+    return chunks

@@ -1,0 +1,182 @@
+"""Purger handlers: fan a tombstone out to every sink, read back, write a receipt."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import structlog
+
+from govindex import events
+from govindex.adapters.postgres import OutboxMessage, TombstoneRow
+from govindex.envelope import Envelope, encode
+from govindex.errors import InvalidEvent, TransientError
+from govindex.events import DocumentDeleted, DocumentPurged, SinkResult
+from govindex.records import DeletionMode
+from indexer.handlers import parse_payload
+
+log = structlog.get_logger(__name__)
+CONSUMER = "purger"
+
+
+class PurgeStore(Protocol):
+    async def tombstone(
+        self, tenant_id: str, source_id: str, doc_id: str, sequence: int
+    ) -> TombstoneRow | None: ...
+
+    async def purge_content(
+        self, tenant_id: str, source_id: str, doc_id: str, sequence: int
+    ) -> tuple[int, int]: ...
+
+    async def content_remaining(
+        self, tenant_id: str, source_id: str, doc_id: str, sequence: int
+    ) -> int: ...
+
+    async def complete(
+        self,
+        consumer: str,
+        event_id: str,
+        tombstone: TombstoneRow,
+        receipt: dict[str, Any],
+        announce: Sequence[OutboxMessage],
+    ) -> bool: ...
+
+    async def note_failure(self, tombstone: TombstoneRow, error: str) -> None: ...
+
+
+class PurgeIndex(Protocol):
+    async def delete_document(
+        self,
+        tenant_id: str,
+        source_id: str,
+        doc_id: str,
+        up_to_sequence: int,
+        chunk_ids: Sequence[str],
+    ) -> int: ...
+
+    async def count_document(
+        self, tenant_id: str, source_id: str, doc_id: str, up_to_sequence: int | None = None
+    ) -> int: ...
+
+
+@dataclass(frozen=True)
+class PurgerPorts:
+    store: PurgeStore
+    index: PurgeIndex
+    receipts_topic: str
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+
+
+async def purge_document(envelope: Envelope, ports: PurgerPorts) -> DocumentPurged | None:
+    """Remove a deleted document's content from every sink, verify, and write a receipt.
+
+    Postgres first (it is the gate: nothing without a row there can be re-projected), then
+    every OpenSearch generation. A sink that still holds content after its purge raises
+    TransientError so the purge is retried; it is never reported as done. Idempotent.
+    """
+    payload = parse_payload(envelope)
+    if not isinstance(payload, DocumentDeleted):
+        raise InvalidEvent(f"the tombstones topic only carries deletions, got {envelope.type}")
+    tombstone = await ports.store.tombstone(
+        payload.tenant_id, payload.source_id, payload.doc_id, payload.sequence
+    )
+    if tombstone is None:
+        raise InvalidEvent(
+            f"no tombstone recorded for {payload.key} at sequence {payload.sequence}; "
+            "tombstones reach the purger only through the indexer"
+        )
+    if tombstone.purge_state == "purged":
+        log.info("purge.already_done", doc_key=payload.key, sequence=payload.sequence)
+        return None
+    started = time.monotonic()
+    try:
+        sinks = await _purge_sinks(payload, tombstone, ports)
+    except TransientError as exc:
+        await ports.store.note_failure(tombstone, str(exc))
+        raise
+    now = ports.clock()
+    receipt = DocumentPurged(
+        tenant_id=payload.tenant_id,
+        source_id=payload.source_id,
+        doc_id=payload.doc_id,
+        source_version=payload.source_version,
+        sequence=payload.sequence,
+        event_id=envelope.id,
+        deletion_mode=tombstone.deletion_mode,
+        sinks=sinks,
+        deleted_at=payload.deleted_at,
+        purged_at=now,
+        duration_ms=int((time.monotonic() - started) * 1000),
+    )
+    record = encode(
+        event_type=events.DOCUMENT_PURGED,
+        event_id=events.event_id(
+            payload.tenant_id, payload.source_id, payload.doc_id, payload.source_version,
+            f"purged:{payload.sequence}",
+        ),
+        tenant_id=payload.tenant_id,
+        source_id=payload.source_id,
+        subject=payload.doc_id,
+        key=payload.key,
+        payload=receipt,
+        time=now,
+        extensions={"sequence": payload.sequence},
+    )
+    done = await ports.store.complete(
+        CONSUMER,
+        envelope.id,
+        tombstone,
+        receipt.model_dump(mode="json"),
+        [OutboxMessage(ports.receipts_topic, record)],
+    )
+    if done:
+        log.info(
+            "purge.completed",
+            doc_key=payload.key,
+            sequence=payload.sequence,
+            mode=tombstone.deletion_mode,
+            sinks={s.sink: s.removed for s in sinks},
+            duration_ms=receipt.duration_ms,
+        )
+    return receipt if done else None
+
+
+async def _purge_sinks(
+    payload: DocumentDeleted, tombstone: TombstoneRow, ports: PurgerPorts
+) -> list[SinkResult]:
+    key = (payload.tenant_id, payload.source_id, payload.doc_id)
+    seq = payload.sequence
+    if tombstone.deletion_mode != DeletionMode.TOMBSTONE_AND_PURGE.value:
+        # History before the deletion stays queryable for as_of; nothing is removed.
+        return [
+            SinkResult(
+                sink="postgres", removed=0, remaining=0, verified=True,
+                detail="deletion_mode tombstone: history kept, document no longer current",
+            ),
+            SinkResult(
+                sink="opensearch", removed=0, remaining=0, verified=True,
+                detail="deletion_mode tombstone: validity ended at deleted_at",
+            ),
+        ]
+    chunks_removed, versions_emptied = await ports.store.purge_content(*key, seq)
+    pg_left = await ports.store.content_remaining(*key, seq)
+    os_removed = await ports.index.delete_document(*key, seq, tombstone.chunk_ids)
+    os_left = await ports.index.count_document(*key, seq)
+    if pg_left or os_left:
+        raise TransientError(
+            f"purge of {payload.key} left content behind (postgres rows: {pg_left}, "
+            f"opensearch chunks: {os_left}); retrying"
+        )
+    return [
+        SinkResult(
+            sink="postgres",
+            removed=chunks_removed + versions_emptied,
+            remaining=pg_left,
+            verified=True,
+            detail=f"{chunks_removed} chunks deleted, {versions_emptied} versions emptied",
+        ),
+        SinkResult(sink="opensearch", removed=os_removed, remaining=os_left, verified=True),
+    ]
