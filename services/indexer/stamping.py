@@ -14,6 +14,7 @@ from pydantic import AwareDatetime, TypeAdapter, ValidationError
 
 from govindex.errors import InvalidEvent, MissingAcl
 from govindex.events import DocumentChanged
+from govindex.hashing import sha256_hex
 from govindex.records import (
     Access,
     AclPolicy,
@@ -26,10 +27,6 @@ from govindex.records import (
 
 _PRINCIPALS = TypeAdapter(list[Principal])
 _AWARE = TypeAdapter(AwareDatetime)
-
-
-def sha256_hex(text: str) -> str:
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def resolve_access(

@@ -1,0 +1,619 @@
+"""The `govindex` command line: run the stack, register sources, ingest, inspect, query."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+from psycopg_pool import AsyncConnectionPool
+
+from govindex import __version__
+from govindex.errors import GovindexError, StackNotRunning
+from govindex.logs import configure_logging
+from govindex.settings import DEFAULT_STATE_DIR, Settings, read_stack_file
+
+log = structlog.get_logger("govindex.cli")
+
+EPILOG = textwrap.dedent(
+    """\
+    Typical session (two terminals, same directory):
+      govindex up                                  # terminal 1: embedded stack + workers
+      govindex source apply manifests/*.yaml       # terminal 2
+      govindex ingest git ./handbook --source handbook
+      govindex query "rollback" --tenant acme --principal group:sre
+      govindex delete --source handbook --doc runbooks/old.md
+      govindex documents --source handbook
+      govindex status
+
+    Against production servers set GOVINDEX_PG_DSN, GOVINDEX_KAFKA_BOOTSTRAP,
+    GOVINDEX_OPENSEARCH_URL and GOVINDEX_REDIS_URL; without them commands use the stack
+    that `govindex up` recorded in STATE_DIR/stack.json.
+    """
+)
+
+
+class Failure(Exception):
+    """A command failed in a way the user can fix; the message says how."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    configure_logging(level=getattr(args, "log_level", "WARNING"))
+    if not getattr(args, "run", None):
+        parser.print_help()
+        return 2
+    try:
+        result: int = args.run(args)
+        return result
+    except KeyboardInterrupt:
+        return 130
+    except (Failure, GovindexError) as exc:
+        print(f"govindex: {exc}", file=sys.stderr)
+        return 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="govindex",
+        description="Governed ingestion and indexing for retrieval systems: every chunk is "
+        "stamped with source version, content hash, valid time, ACL and parser version; "
+        "deletions reach every copy.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"govindex {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--state-dir", type=Path, default=Path(os.environ.get("GOVINDEX_STATE_DIR",
+                                                              DEFAULT_STATE_DIR)),
+        help="where `govindex up` keeps Postgres data, logs and stack.json (default: .govindex)",
+    )
+    common.add_argument("--log-level", default="WARNING", help="log level (default: WARNING)")
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    def command(name: str, run: Callable[[argparse.Namespace], int], help_text: str,
+                description: str | None = None, parent: Any = sub) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = parent.add_parser(
+            name, parents=[common], help=help_text, description=description or help_text,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        p.set_defaults(run=run)
+        return p
+
+    up = command(
+        "up", cmd_up, "start the embedded stack and the workers until Ctrl-C",
+        "Start PostgreSQL, a Kafka-compatible broker, an OpenSearch-compatible server and "
+        "Redis on loopback with free ports (or use the servers named by GOVINDEX_* settings),\n"
+        "create topics, migrate the database, create the index template and alias, rebuild\n"
+        "the OpenSearch projection from Postgres if it is empty, then run the indexer, the\n"
+        "purger and the outbox relay until Ctrl-C. Addresses go to STATE_DIR/stack.json.",
+    )
+    up.add_argument("--workers", default="indexer,purger",
+                    help="comma-separated workers to run (default: indexer,purger)")
+
+    source = sub.add_parser("source", help="register source manifests")
+    source_sub = source.add_subparsers(title="source commands", metavar="COMMAND")
+    apply = command(
+        "apply", cmd_source_apply, "validate manifests and register them in Postgres",
+        "Validate YAML source manifests and register (or update) them. Every problem is\n"
+        "reported with its file and field; nothing is registered unless all files are valid.",
+        parent=source_sub,
+    )
+    apply.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    apply.add_argument("--check", action="store_true", help="validate only; register nothing")
+
+    ingest = sub.add_parser("ingest", help="emit document events from a git repo or a folder")
+    ingest_sub = ingest.add_subparsers(title="ingest commands", metavar="COMMAND")
+    git = command(
+        "git", cmd_ingest_git, "ingest a local git repository at a revision",
+        "Emit created / updated / deleted events for what changed in REPO at REV since the\n"
+        "state last ingested for the source (the whole tree on the first run).\n"
+        "source_version is git:<sha> of REV; observed_at is its commit time.",
+        parent=ingest_sub,
+    )
+    git.add_argument("repo", type=Path, metavar="REPO")
+    git.add_argument("--source", required=True, metavar="ID", help="registered source id")
+    git.add_argument("--rev", default="HEAD", help="revision to ingest (default: HEAD)")
+    _filters(git)
+    path = command(
+        "path", cmd_ingest_path, "ingest a plain folder (version = content hash)",
+        parent=ingest_sub,
+    )
+    path.add_argument("dir", type=Path, metavar="DIR")
+    path.add_argument("--source", required=True, metavar="ID", help="registered source id")
+    _filters(path)
+
+    delete = command(
+        "delete", cmd_delete, "emit a tombstone for one document",
+        "Emit document.deleted for DOC at its next sequence. The indexer records the\n"
+        "tombstone (later or replayed updates with a lower sequence are dropped) and the\n"
+        "purger removes the content according to the source's deletion_mode.",
+    )
+    delete.add_argument("--source", required=True, metavar="ID")
+    delete.add_argument("--doc", required=True, metavar="DOC", help="document id (its path)")
+    delete.add_argument("--reason", default="deleted_by_operator")
+
+    documents = command("documents", cmd_documents, "list the documents held for a source")
+    documents.add_argument("--source", required=True, metavar="ID")
+    documents.add_argument("--json", action="store_true", help="print JSON lines")
+
+    status = command("status", cmd_status,
+                     "show servers, topics with consumer lag, dead letters, pending purges")
+    status.add_argument("--json", action="store_true")
+
+    query = command(
+        "query", cmd_query, "search the governed index",
+        "Search for TEXT and return only chunks of TENANT whose ACL admits one of the\n"
+        "principals, allowed for the purpose (if given) and valid at --as-of (default now).\n"
+        "A superseded version is returned for a time when it was the valid one.",
+    )
+    query.add_argument("text", metavar="TEXT")
+    query.add_argument("--tenant", required=True)
+    query.add_argument("--principal", action="append", required=True, metavar="P",
+                       help="a principal of the caller (repeat for several), e.g. group:sre")
+    query.add_argument("--purpose", help="why the caller asks, e.g. incident-response")
+    query.add_argument("--as-of", type=_aware_datetime, metavar="ISO",
+                       help="valid time to ask about, ISO 8601 with zone (default: now)")
+    query.add_argument("--limit", type=int, default=10)
+    query.add_argument("--json", action="store_true", help="full chunk records as JSON lines")
+
+    reindex = command("reindex", cmd_reindex,
+                      "rebuild the OpenSearch projection from Postgres into a new generation")
+    del reindex
+
+    demo = command(
+        "demo", cmd_demo, "run the bundled demo on a fresh embedded stack",
+        "Start an embedded stack in a temporary state dir, register sample sources, ingest\n"
+        "a bundled corpus in two commits, run governed queries, delete a document and\n"
+        "print a short report. Leaves nothing running.",
+    )
+    del demo
+
+    schemas = command("schemas", cmd_schemas, "write or check JSON Schemas in schemas/")
+    schemas.add_argument("--write", action="store_true", help="rewrite the schema files")
+    schemas.add_argument("--dir", type=Path, default=Path("schemas"))
+
+    worker = command("worker", cmd_worker,
+                     "run workers against configured servers (production entry point)")
+    worker.add_argument("names", nargs="*", default=["indexer", "purger"],
+                        help="indexer and/or purger (default: both)")
+    return parser
+
+
+def _filters(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--include", action="append", metavar="GLOB",
+                   help="files to ingest (repeatable; default: *.md *.markdown *.txt)")
+    p.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                   help="files to leave out (repeatable)")
+
+
+def _aware_datetime(value: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not ISO 8601; use e.g. 2025-03-01T00:00:00Z"
+        ) from None
+    if parsed.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{value!r} has no time zone; add Z or +00:00")
+    return parsed
+
+
+def settings_for(args: argparse.Namespace, *, servers: bool = True) -> Settings:
+    settings = Settings(state_dir=args.state_dir)
+    return settings.require_servers() if servers else settings
+
+
+def run_async(coro: Coroutine[Any, Any, int]) -> int:
+    return asyncio.run(coro)
+
+
+@asynccontextmanager
+async def pool_for(settings: Settings) -> AsyncIterator[AsyncConnectionPool]:
+    from govindex.db import open_pool
+
+    assert settings.pg_dsn
+    pool = open_pool(settings.pg_dsn, max_size=4)
+    try:
+        await pool.open(wait=True, timeout=15)
+    except Exception as exc:
+        raise Failure(
+            f"cannot reach PostgreSQL at {settings.pg_dsn}: {exc}. Is `govindex up` running?"
+        ) from exc
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+# --- up / worker -----------------------------------------------------------------------
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    configure_logging(level="INFO" if args.log_level == "WARNING" else args.log_level)
+    from govindex.stack import EmbeddedStack
+
+    settings = Settings(state_dir=args.state_dir)
+    workers = tuple(w.strip() for w in args.workers.split(",") if w.strip())
+    stack: EmbeddedStack | None = None
+    if not settings.servers_configured:
+        existing = read_stack_file(args.state_dir)
+        if existing and _alive(int(existing.get("pid", 0))):
+            raise Failure(
+                f"a stack is already running from {args.state_dir} (pid {existing['pid']}); "
+                "stop it with Ctrl-C in its terminal, or use another --state-dir"
+            )
+        stack = EmbeddedStack(args.state_dir, namespace=settings.namespace)
+        print(f"govindex: starting the embedded stack in {args.state_dir}/ ...", flush=True)
+        addresses = stack.start()
+        settings = settings.model_copy(update=addresses)
+    try:
+        return asyncio.run(_serve(settings, workers, stack))
+    finally:
+        if stack is not None:
+            stack.stop()
+            print("govindex: stack stopped", flush=True)
+
+
+async def _serve(settings: Settings, workers: tuple[str, ...], stack: Any) -> int:
+    from govindex.bootstrap import prepare
+    from govindex.workers import Workers
+
+    generation = await prepare(settings)
+    running = Workers(settings, run=workers)
+    await running.start()
+    if stack is not None:
+        stack.write_stack_file({"generation": generation})
+    print(
+        "govindex: ready\n"
+        f"  postgres    {settings.pg_dsn}\n"
+        f"  kafka       {settings.kafka_bootstrap}\n"
+        f"  opensearch  {settings.opensearch_url}  (alias {settings.index_alias}, "
+        f"generation {generation})\n"
+        f"  redis       {settings.redis_url}\n"
+        f"  workers     {', '.join(workers)}\n"
+        "Press Ctrl-C to stop.",
+        flush=True,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    print("govindex: stopping ...", flush=True)
+    await running.stop()
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    configure_logging(level="INFO" if args.log_level == "WARNING" else args.log_level)
+    settings = settings_for(args)
+    unknown = set(args.names) - {"indexer", "purger"}
+    if unknown:
+        raise Failure(f"unknown worker(s) {', '.join(sorted(unknown))}; use indexer, purger")
+    return asyncio.run(_serve(settings, tuple(args.names), None))
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# --- sources -----------------------------------------------------------------------------
+
+
+def cmd_source_apply(args: argparse.Namespace) -> int:
+    from govindex.manifests import load_manifests
+
+    manifests = load_manifests(args.files)
+    if args.check:
+        for m in manifests:
+            print(f"ok  {m.source_id}  (tenant {m.tenant}, {m.source_type.value})")
+        return 0
+    settings = settings_for(args)
+
+    async def run() -> int:
+        from govindex.adapters.postgres import PostgresSourceRegistry
+        from govindex.db import migrate
+
+        assert settings.pg_dsn
+        await migrate(settings.pg_dsn)
+        async with pool_for(settings) as pool:
+            registry = PostgresSourceRegistry(pool)
+            for m in manifests:
+                outcome = await registry.register(m)
+                state = "enabled" if m.enabled else "DISABLED"
+                print(f"{outcome:8} {m.source_id}  (tenant {m.tenant}, {m.source_type.value}, "
+                      f"{m.deletion_mode.value}, {state})")
+        return 0
+
+    return run_async(run())
+
+
+async def _manifest(pool: AsyncConnectionPool, source_id: str) -> Any:
+    from govindex.adapters.postgres import PostgresSourceRegistry
+
+    manifest = await PostgresSourceRegistry(pool).find(source_id)
+    if manifest is None:
+        raise Failure(
+            f"source {source_id!r} is not registered; run `govindex source apply MANIFEST.yaml`"
+        )
+    if not manifest.enabled:
+        raise Failure(f"source {source_id!r} is disabled in its manifest")
+    return manifest
+
+
+# --- ingest / delete ---------------------------------------------------------------------
+
+
+def cmd_ingest_git(args: argparse.Namespace) -> int:
+    from ingest.sources import GitSnapshot
+
+    snapshot = GitSnapshot(args.repo, args.rev)
+    return _ingest(
+        args, snapshot, source_version=lambda _f: snapshot.source_version,
+        observed_at=snapshot.committed_at, deletion_version=snapshot.source_version,
+        label=f"{args.repo} at {snapshot.sha[:12]}",
+    )
+
+
+def cmd_ingest_path(args: argparse.Namespace) -> int:
+    from ingest.sources import FolderSnapshot
+
+    snapshot = FolderSnapshot(args.dir)
+    return _ingest(
+        args, snapshot, source_version=lambda f: f.fingerprint,
+        observed_at=snapshot.observed_at,
+        deletion_version=f"folder:{snapshot.observed_at.isoformat()}", label=str(args.dir),
+    )
+
+
+def _ingest(args: argparse.Namespace, snapshot: Any, *, source_version: Callable[[Any], str],
+            observed_at: datetime, deletion_version: str, label: str) -> int:
+    from govindex.adapters.kafka import KafkaEventPublisher
+    from govindex.adapters.postgres import PostgresChunkStore
+    from ingest.handlers import IngestContext, ingest_snapshot
+    from ingest.sources import DEFAULT_INCLUDE
+    from ingest.state import PostgresIngestState
+
+    settings = settings_for(args)
+
+    async def run() -> int:
+        assert settings.kafka_bootstrap
+        async with pool_for(settings) as pool:
+            manifest = await _manifest(pool, args.source)
+            publisher = KafkaEventPublisher(settings.kafka_bootstrap)
+            ctx = IngestContext(
+                manifest=manifest, topics=settings.topics, source_version=source_version,
+                observed_at=observed_at, deletion_version=deletion_version,
+                inline_limit=settings.inline_content_limit,
+                include=tuple(args.include or DEFAULT_INCLUDE), exclude=tuple(args.exclude),
+            )
+            try:
+                report = await ingest_snapshot(
+                    snapshot, ctx, state=PostgresIngestState(pool), publisher=publisher,
+                    blobs=PostgresChunkStore(pool), progress=_progress,
+                )
+            finally:
+                publisher.close()
+        print(f"\ringested {label} into source {args.source}: {len(report.created)} created, "
+              f"{len(report.updated)} updated, {len(report.deleted)} deleted, "
+              f"{report.unchanged} unchanged, {len(report.skipped)} skipped")
+        for skipped in report.skipped:
+            print(f"  skipped {skipped.doc_id}: {skipped.reason}")
+        return 0
+
+    return run_async(run())
+
+
+def _progress(done: int, total: int) -> None:
+    if sys.stderr.isatty() and total:
+        print(f"\remitting events {done}/{total}", end="", file=sys.stderr, flush=True)
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    from govindex.adapters.kafka import KafkaEventPublisher
+    from ingest.handlers import delete_document
+    from ingest.state import PostgresIngestState
+
+    settings = settings_for(args)
+
+    async def run() -> int:
+        assert settings.kafka_bootstrap
+        async with pool_for(settings) as pool:
+            manifest = await _manifest(pool, args.source)
+            publisher = KafkaEventPublisher(settings.kafka_bootstrap)
+            try:
+                sequence = await delete_document(
+                    manifest, args.doc, topics=settings.topics, state=PostgresIngestState(pool),
+                    publisher=publisher, deleted_at=datetime.now(UTC), reason=args.reason,
+                )
+            finally:
+                publisher.close()
+        print(f"tombstone emitted for {args.source}/{args.doc} at sequence {sequence} "
+              f"(deletion_mode {manifest.deletion_mode.value}); "
+              f"check with `govindex documents --source {args.source}`")
+        return 0
+
+    return run_async(run())
+
+
+# --- documents / status / query --------------------------------------------------------
+
+
+def cmd_documents(args: argparse.Namespace) -> int:
+    from govindex.adapters.postgres import PostgresChunkStore
+
+    settings = settings_for(args)
+
+    async def run() -> int:
+        async with pool_for(settings) as pool:
+            await _manifest_exists(pool, args.source)
+            rows = await PostgresChunkStore(pool).documents(args.source)
+        if args.json:
+            for row in rows:
+                print(json.dumps(row.__dict__, default=str))
+            return 0
+        if not rows:
+            print(f"source {args.source} holds no documents yet")
+            return 0
+        header = ("DOC", "STATE", "SOURCE_VERSION", "SEQ", "CHUNKS", "VALID_FROM", "VALID_TO",
+                  "LAST_INDEXED")
+        table = [header] + [
+            (r.doc_id, r.state, _short(r.source_version), str(r.last_sequence),
+             str(r.chunk_count), _time(r.valid_from), _time(r.valid_to) or "-",
+             _time(r.last_indexed_at))
+            for r in rows
+        ]
+        _print_table(table)
+        return 0
+
+    return run_async(run())
+
+
+async def _manifest_exists(pool: AsyncConnectionPool, source_id: str) -> None:
+    from govindex.adapters.postgres import PostgresSourceRegistry
+
+    if await PostgresSourceRegistry(pool).find(source_id) is None:
+        raise Failure(f"source {source_id!r} is not registered")
+
+
+def _short(version: str) -> str:
+    if version.startswith("git:"):
+        return version[:16]
+    if version.startswith("sha256:"):
+        return version[:19]
+    return version[:40]
+
+
+def _time(value: datetime | None) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if value else ""
+
+
+def _print_table(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from govindex.status import collect_status, render_status
+
+    settings = settings_for(args)
+    report = run_async_value(collect_status(settings))
+    if args.json:
+        print(json.dumps(report, default=str, indent=2))
+    else:
+        print(render_status(report))
+    return 0
+
+
+def run_async_value(coro: Coroutine[Any, Any, Any]) -> Any:
+    return asyncio.run(coro)
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from govindex.adapters.opensearch import OpenSearchIndex
+    from govindex.adapters.postgres import PostgresChunkStore
+    from govindex.readpath import Query, principals_of, search
+
+    settings = settings_for(args)
+    query = Query(
+        text=args.text, tenant_id=args.tenant, principals=principals_of(args.principal),
+        purpose=args.purpose, as_of=args.as_of or datetime.now(UTC), limit=args.limit,
+    )
+
+    async def run() -> int:
+        assert settings.opensearch_url
+        index = OpenSearchIndex(settings.opensearch_url, settings.index_alias)
+        try:
+            async with pool_for(settings) as pool:
+                hits = await search(query, index=index, store=PostgresChunkStore(pool))
+        finally:
+            await index.close()
+        if args.json:
+            for hit in hits:
+                print(json.dumps({"score": hit.score, **hit.chunk.model_dump(mode="json")}))
+            return 0
+        print(f"{len(hits)} result(s) for {query.text!r} as of {_time(query.as_of)} "
+              f"(tenant {query.tenant_id}, principals {', '.join(query.principals)}"
+              f"{', purpose ' + query.purpose if query.purpose else ''})")
+        for n, hit in enumerate(hits, start=1):
+            c = hit.chunk
+            first = next((ln for ln in c.text.splitlines() if ln.strip()), "").strip()
+            print(f"\n{n}. {c.locator}  [{c.kind}]  score {hit.score:.3f}")
+            print(f"   {first[:100]}")
+            print(f"   source_version {_short(c.source_version)}  seq {c.sequence}  "
+                  f"valid {_time(c.valid_from)} .. {_time(c.valid_to) or 'open'}")
+            print(f"   acl {', '.join(c.acl)}  {c.classification}  "
+                  f"parser {c.parser}@{c.parser_version}  hash {c.content_hash[:19]}")
+        return 0
+
+    return run_async(run())
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    from govindex.adapters.opensearch import OpenSearchIndex
+    from govindex.bootstrap import rebuild_projection
+
+    settings = settings_for(args)
+
+    async def run() -> int:
+        assert settings.opensearch_url
+        index = OpenSearchIndex(settings.opensearch_url, settings.index_alias)
+        try:
+            await index.ensure_template()
+            async with pool_for(settings) as pool:
+                generation = await rebuild_projection(settings, pool=pool, index=index)
+            count = await index.count()
+        finally:
+            await index.close()
+        print(f"rebuilt {settings.index_alias} as generation {generation}: {count} chunks. "
+              "Running workers keep stamping the generation they started with until restarted.")
+        return 0
+
+    return run_async(run())
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from govindex.demo.run import run_demo
+
+    return run_demo()
+
+
+def cmd_schemas(args: argparse.Namespace) -> int:
+    from govindex.schemas import check_schemas, write_schemas
+
+    if args.write:
+        for path in write_schemas(args.dir):
+            print(f"wrote {path}")
+        return 0
+    drift = check_schemas(args.dir)
+    if drift:
+        raise Failure("schemas drifted from the models: " + ", ".join(drift)
+                      + "; run `govindex schemas --write` and commit the result")
+    print(f"schemas in {args.dir}/ match the models")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

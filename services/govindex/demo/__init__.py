@@ -1,0 +1,1 @@
+"""The bundled demo: a sample corpus, manifests and a scripted walk through the pipeline."""

@@ -1,0 +1,200 @@
+"""`govindex demo`: the whole pipeline on a fresh embedded stack, narrated."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+
+from govindex.adapters.kafka import KafkaEventPublisher
+from govindex.adapters.opensearch import OpenSearchIndex
+from govindex.adapters.postgres import PostgresChunkStore, PostgresSourceRegistry
+from govindex.bootstrap import prepare
+from govindex.db import open_pool
+from govindex.manifests import load_manifests
+from govindex.readpath import Query, search
+from govindex.settings import Settings
+from govindex.stack import EmbeddedStack
+from govindex.workers import Workers
+from ingest.handlers import IngestContext, delete_document, ingest_snapshot
+from ingest.sources import DEFAULT_INCLUDE, GitSnapshot
+from ingest.state import PostgresIngestState
+
+DEMO_USER = ("user:dana", "group:eng")
+COMMITS = (("v1", "2025-01-10T09:00:00+00:00", "Initial handbook"),
+           ("v2", "2025-05-01T09:00:00+00:00", "New failover tooling; 2025 access policy"))
+
+
+def run_demo() -> int:
+    root = Path(tempfile.mkdtemp(prefix="govindex-demo-"))
+    stack = EmbeddedStack(root / "state", namespace="demo")
+    try:
+        print("1. Starting the embedded stack (PostgreSQL, Kafka-compatible broker, "
+              "OpenSearch-compatible server, Redis) ...")
+        started = time.monotonic()
+        settings = Settings(state_dir=root / "state", **stack.start())
+        print(f"   up in {time.monotonic() - started:.1f}s")
+        return asyncio.run(_walkthrough(settings, root))
+    finally:
+        stack.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _build_repo(root: Path) -> tuple[Path, list[str]]:
+    repo = root / "handbook"
+    repo.mkdir()
+    corpus = resources.files("govindex.demo") / "corpus"
+    env = {**os.environ, "GIT_AUTHOR_NAME": "Demo", "GIT_AUTHOR_EMAIL": "demo@example.com",
+           "GIT_COMMITTER_NAME": "Demo", "GIT_COMMITTER_EMAIL": "demo@example.com"}
+
+    def git(*args: str, when: str | None = None) -> str:
+        extra = {"GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when} if when else {}
+        return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                              text=True, env={**env, **extra}).stdout.strip()
+
+    git("init", "-q", "-b", "main")
+    shas = []
+    for folder, when, message in COMMITS:
+        for path in repo.iterdir():
+            if path.name != ".git":
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+        with resources.as_file(corpus / folder) as source:
+            shutil.copytree(source, repo, dirs_exist_ok=True)
+        git("add", "-A")
+        git("commit", "-q", "-m", message, when=when)
+        shas.append(git("rev-parse", "HEAD"))
+    return repo, shas
+
+
+async def _walkthrough(settings: Settings, root: Path) -> int:
+    assert settings.pg_dsn and settings.kafka_bootstrap and settings.opensearch_url
+    generation = await prepare(settings)
+    workers = Workers(settings)
+    await workers.start()
+    pool = open_pool(settings.pg_dsn)
+    await pool.open(wait=True)
+    index = OpenSearchIndex(settings.opensearch_url, settings.index_alias)
+    publisher = KafkaEventPublisher(settings.kafka_bootstrap)
+    store = PostgresChunkStore(pool)
+    try:
+        print(f"2. Topics created, schema migrated, index generation {generation} live.")
+        manifest_dir = resources.files("govindex.demo") / "manifests"
+        with resources.as_file(manifest_dir / "handbook.yaml") as path:
+            (manifest,) = load_manifests([path])
+        await PostgresSourceRegistry(pool).register(manifest)
+        print(f"3. Registered source '{manifest.source_id}' (tenant {manifest.tenant}, default "
+              f"ACL {', '.join(manifest.default_acl or [])}, {manifest.deletion_mode.value}).")
+        repo, shas = _build_repo(root)
+        state = PostgresIngestState(pool)
+        for n, sha in enumerate(shas, start=1):
+            snapshot = GitSnapshot(repo, sha)
+            ctx = IngestContext(
+                manifest=manifest, topics=settings.topics,
+                source_version=lambda _f, s=snapshot: s.source_version,  # type: ignore[misc]
+                observed_at=snapshot.committed_at, deletion_version=snapshot.source_version,
+                inline_limit=settings.inline_content_limit, include=DEFAULT_INCLUDE,
+                exclude=(),
+            )
+            report = await ingest_snapshot(snapshot, ctx, state=state, publisher=publisher,
+                                           blobs=store)
+            await _caught_up(pool, manifest.source_id)
+            print(f"4.{n} Ingested commit {sha[:10]} ({snapshot.committed_at:%Y-%m-%d}): "
+                  f"{len(report.created)} created, {len(report.updated)} updated, "
+                  f"{len(report.deleted)} deleted — indexed.")
+        await index.refresh()
+        print("\n5. Governed queries as user:dana (group:eng):")
+        now = datetime.now(UTC)
+        march = datetime(2025, 3, 1, tzinfo=UTC)
+        for label, text, as_of in (
+            ("failover steps, now", "promote replica failover", now),
+            ("failover steps, as of 2025-03-01", "promote replica failover", march),
+            ("access policy, now", "production access", now),
+            ("access policy, as of 2025-03-01", "production access", march),
+            ("salary bands (ACL: group:hr only)", "salary bands", now),
+        ):
+            hits = await search(Query(text, manifest.tenant, DEMO_USER, "support", as_of, 3),
+                                index=index, store=store)
+            print(f"   - {label}: {len(hits)} result(s)")
+            for hit in hits[:2]:
+                c = hit.chunk
+                line = next((ln for ln in c.text.splitlines()[1:] if ln.strip()), "").strip()
+                print(f"       {c.locator} @ {c.source_version[:14]} "
+                      f"valid {c.valid_from:%Y-%m-%d}..{_day(c.valid_to)}: {line[:70]}")
+        hr = await search(Query("salary bands", manifest.tenant, ("group:hr",), None, now, 3),
+                          index=index, store=store)
+        print(f"   - salary bands as group:hr: {len(hr)} result(s) (the ACL admits them)")
+        print("\n6. Deleting runbooks/cache-flush.md ...")
+        sequence = await delete_document(
+            manifest, "runbooks/cache-flush.md", topics=settings.topics, state=state,
+            publisher=publisher, deleted_at=datetime.now(UTC), reason="retired runbook",
+        )
+        receipt = await _purged(pool, manifest.source_id, "runbooks/cache-flush.md", sequence)
+        for sink in receipt["sinks"]:
+            print(f"   {sink['sink']:<10} removed {sink['removed']:>3}, remaining "
+                  f"{sink['remaining']}, verified {sink['verified']}")
+        hits = await search(Query("edge cache purge", manifest.tenant, DEMO_USER, None, now, 3),
+                            index=index, store=store)
+        print(f"   query 'edge cache purge' after the purge: {len(hits)} result(s)")
+        print("\n7. Documents of source 'handbook':")
+        for row in await store.documents(manifest.source_id):
+            print(f"   {row.doc_id:<28} {row.state:<8} seq {row.last_sequence}  "
+                  f"{row.chunk_count} chunks  {row.source_version[:14]}")
+        print("\nDemo complete: versions superseded with history kept, ACL enforced, "
+              "deletion purged and verified.")
+        return 0
+    finally:
+        publisher.close()
+        await index.close()
+        await pool.close()
+        await workers.stop()
+
+
+def _day(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d") if value else "open"
+
+
+async def _caught_up(pool: object, source_id: str, timeout: float = 60.0) -> None:
+    """Wait until the indexer has applied every sequence the connector emitted."""
+    from psycopg_pool import AsyncConnectionPool
+
+    assert isinstance(pool, AsyncConnectionPool)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        async with pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT count(*) FROM ingest_documents i LEFT JOIN documents d USING "
+                "(tenant_id, source_id, doc_id) WHERE i.source_id = %s AND "
+                "coalesce(d.last_sequence, 0) < i.last_sequence",
+                (source_id,),
+            )
+            row = await cur.fetchone()
+        if row and row[0] == 0:
+            return
+        await asyncio.sleep(0.2)
+    raise TimeoutError(f"the indexer did not catch up with source {source_id} in {timeout}s")
+
+
+async def _purged(pool: object, source_id: str, doc_id: str, sequence: int,
+                  timeout: float = 60.0) -> dict[str, list[dict[str, object]]]:
+    from psycopg_pool import AsyncConnectionPool
+
+    assert isinstance(pool, AsyncConnectionPool)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        async with pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT receipt FROM purge_receipts WHERE source_id = %s AND doc_id = %s "
+                "AND sequence = %s", (source_id, doc_id, sequence),
+            )
+            row = await cur.fetchone()
+        if row:
+            receipt: dict[str, list[dict[str, object]]] = row[0]
+            return receipt
+        await asyncio.sleep(0.2)
+    raise TimeoutError(f"no purge receipt for {doc_id} within {timeout}s")

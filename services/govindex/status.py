@@ -1,0 +1,141 @@
+"""`govindex status`: servers, topics with consumer lag, dead letters, pending purges."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from govindex.adapters.kafka import OffsetReader
+from govindex.settings import Settings
+
+
+async def collect_status(settings: Settings) -> dict[str, Any]:
+    report: dict[str, Any] = {"namespace": settings.namespace, "servers": {}, "topics": [],
+                              "dead_letters": None, "pending_purges": [], "outbox_pending": None}
+    servers = report["servers"]
+    servers["postgres"] = _check_postgres(settings, report)
+    servers["kafka"] = _check_kafka(settings, report)
+    servers["opensearch"] = await _check_opensearch(settings)
+    servers["redis"] = _check_redis(settings)
+    return report
+
+
+def _check_postgres(settings: Settings, report: dict[str, Any]) -> dict[str, Any]:
+    assert settings.pg_dsn
+    try:
+        with psycopg.connect(settings.pg_dsn, connect_timeout=3) as conn:
+            version = conn.execute("SHOW server_version").fetchone()
+            pending = conn.execute(
+                "SELECT tenant_id, source_id, doc_id, sequence, deletion_mode, recorded_at, "
+                " purge_attempts, purge_error FROM tombstones WHERE purge_state <> 'purged' "
+                "ORDER BY recorded_at"
+            ).fetchall()
+            outbox = conn.execute(
+                "SELECT count(*) FROM outbox WHERE published_at IS NULL"
+            ).fetchone()
+            counts = conn.execute(
+                "SELECT (SELECT count(*) FROM sources), (SELECT count(*) FROM documents "
+                "WHERE state = 'active'), (SELECT count(*) FROM chunks)"
+            ).fetchone()
+    except psycopg.Error as exc:
+        return {"address": settings.pg_dsn, "ok": False, "error": str(exc).strip()}
+    report["pending_purges"] = [
+        {"doc": f"{r[0]}/{r[1]}/{r[2]}", "sequence": r[3], "mode": r[4], "since": r[5],
+         "attempts": r[6], "last_error": r[7]}
+        for r in pending
+    ]
+    report["outbox_pending"] = outbox[0] if outbox else None
+    assert counts is not None
+    return {"address": settings.pg_dsn, "ok": True,
+            "version": version[0] if version else "?", "sources": counts[0],
+            "active_documents": counts[1], "chunks": counts[2]}
+
+
+def _check_kafka(settings: Settings, report: dict[str, Any]) -> dict[str, Any]:
+    assert settings.kafka_bootstrap
+    try:
+        reader = OffsetReader(settings.kafka_bootstrap)
+    except Exception as exc:
+        return {"address": settings.kafka_bootstrap, "ok": False, "error": str(exc)}
+    try:
+        topics = settings.topics
+        consumers = {topics.documents: "indexer", topics.tombstones: "purger"}
+        for topic in topics.all():
+            ends = reader.end_offsets(topic)
+            entry: dict[str, Any] = {"topic": topic, "partitions": len(ends),
+                                     "messages": sum(ends.values())}
+            worker = consumers.get(topic)
+            if worker:
+                lag = reader.lag(topic, settings.group(worker))
+                entry["group"] = settings.group(worker)
+                entry["lag"] = sum(p.lag for p in lag)
+            report["topics"].append(entry)
+            if topic == topics.dead_letters:
+                report["dead_letters"] = sum(ends.values())
+    except Exception as exc:
+        return {"address": settings.kafka_bootstrap, "ok": False, "error": str(exc)}
+    finally:
+        reader.close()
+    return {"address": settings.kafka_bootstrap, "ok": True}
+
+
+async def _check_opensearch(settings: Settings) -> dict[str, Any]:
+    from govindex.adapters.opensearch import OpenSearchIndex
+
+    assert settings.opensearch_url
+    index = OpenSearchIndex(settings.opensearch_url, settings.index_alias)
+    try:
+        generation = await index.live_generation()
+        count = await index.count()
+    except Exception as exc:
+        return {"address": settings.opensearch_url, "ok": False, "error": str(exc)}
+    finally:
+        await index.close()
+    return {"address": settings.opensearch_url, "ok": True, "alias": settings.index_alias,
+            "generation": generation, "chunks": count}
+
+
+def _check_redis(settings: Settings) -> dict[str, Any]:
+    if not settings.redis_url:
+        return {"address": None, "ok": False, "error": "GOVINDEX_REDIS_URL is not set"}
+    import redis
+
+    try:
+        client = redis.Redis.from_url(settings.redis_url, socket_timeout=3)
+        client.ping()
+        version = client.info("server").get("redis_version", "?")
+        client.close()
+    except redis.RedisError as exc:
+        return {"address": settings.redis_url, "ok": False, "error": str(exc)}
+    return {"address": settings.redis_url, "ok": True, "version": version}
+
+
+def render_status(report: dict[str, Any]) -> str:
+    lines = [f"namespace {report['namespace']}", "", "servers"]
+    for name, info in report["servers"].items():
+        mark = "ok  " if info.get("ok") else "DOWN"
+        extra = ""
+        if name == "postgres" and info.get("ok"):
+            extra = (f"  PostgreSQL {info['version']}, {info['sources']} sources, "
+                     f"{info['active_documents']} active documents, {info['chunks']} chunks")
+        elif name == "opensearch" and info.get("ok"):
+            extra = (f"  alias {info['alias']} -> generation {info['generation']}, "
+                     f"{info['chunks']} chunks")
+        elif name == "redis" and info.get("ok"):
+            extra = f"  Redis {info['version']}"
+        elif not info.get("ok"):
+            extra = f"  {info.get('error')}"
+        lines.append(f"  {mark} {name:<11} {info.get('address')}{extra}")
+    lines += ["", "topics"]
+    for topic in report["topics"]:
+        lag = f"  lag {topic['lag']} ({topic['group']})" if "lag" in topic else ""
+        lines.append(f"  {topic['topic']:<32} {topic['messages']:>7} messages{lag}")
+    lines += ["", f"dead letters     {report['dead_letters']}",
+              f"outbox pending   {report['outbox_pending']}",
+              f"pending purges   {len(report['pending_purges'])}"]
+    for purge in report["pending_purges"]:
+        err = f" last error: {purge['last_error']}" if purge["last_error"] else ""
+        lines.append(f"  {purge['doc']} seq {purge['sequence']} ({purge['mode']}), "
+                     f"{purge['attempts']} failed attempts{err}")
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Connectors: turn source changes into document CloudEvents on the documents topic."""

@@ -1,0 +1,197 @@
+"""Ingest handlers: diff a snapshot against what was last emitted, emit the difference."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+import structlog
+
+from govindex import events
+from govindex.envelope import KafkaRecord, encode
+from govindex.events import DocumentChanged, DocumentDeleted
+from govindex.hashing import sha256_hex
+from govindex.records import SourceManifest
+from govindex.settings import Topics
+from ingest.sources import Skipped, SourceFile, decode_text
+
+log = structlog.get_logger(__name__)
+
+
+class Snapshot(Protocol):
+    def files(self, include: Sequence[str], exclude: Sequence[str]) -> list[SourceFile]: ...
+
+    def read(self, files: Sequence[SourceFile]) -> Iterator[tuple[SourceFile, bytes]]: ...
+
+
+class IngestState(Protocol):
+    async def known(self, tenant_id: str, source_id: str) -> dict[str, str]: ...
+
+    async def reserve_sequences(
+        self, tenant_id: str, source_id: str, doc_ids: Sequence[str]
+    ) -> dict[str, int]: ...
+
+    async def record(self, tenant_id: str, source_id: str, seen: dict[str, str | None]) -> None: ...
+
+
+class Publisher(Protocol):
+    def publish(self, topic: str, record: KafkaRecord) -> None: ...
+
+    def flush(self, timeout: float = 30.0) -> None: ...
+
+
+class BlobStore(Protocol):
+    async def put_blob(self, content_hash: str, content: str) -> None: ...
+
+
+@dataclass
+class IngestReport:
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class IngestContext:
+    manifest: SourceManifest
+    topics: Topics
+    source_version: Callable[[SourceFile], str]
+    observed_at: datetime
+    deletion_version: str
+    inline_limit: int
+    include: Sequence[str]
+    exclude: Sequence[str]
+
+
+async def ingest_snapshot(
+    snapshot: Snapshot,
+    ctx: IngestContext,
+    *,
+    state: IngestState,
+    publisher: Publisher,
+    blobs: BlobStore,
+    progress: Callable[[int, int], None] | None = None,
+) -> IngestReport:
+    """Emit created / updated / deleted for what differs from the last emitted state.
+
+    Comparing whole states (not trusting a diff) makes a first run, a re-run after a crash,
+    a force push and a missed change all converge to the snapshot. Fingerprints are recorded
+    only after the broker acknowledged the events, so a crash re-emits rather than loses.
+    """
+    manifest = ctx.manifest
+    tenant, source = manifest.tenant, manifest.source_id
+    present = {f.doc_id: f for f in snapshot.files(ctx.include, ctx.exclude)}
+    known = await state.known(tenant, source)
+    report = IngestReport()
+    changed = [f for doc_id, f in sorted(present.items()) if known.get(doc_id) != f.fingerprint]
+    gone = sorted(set(known) - set(present))
+    report.unchanged = len(present) - len(changed)
+    texts: list[tuple[SourceFile, str]] = []
+    for file, data in snapshot.read(changed):
+        text = decode_text(data, file.doc_id)
+        if isinstance(text, Skipped):
+            report.skipped.append(text)
+            log.warning("ingest.skipped", doc_id=file.doc_id, reason=text.reason)
+            continue
+        texts.append((file, text))
+    sequences = await state.reserve_sequences(
+        tenant, source, [f.doc_id for f, _ in texts] + gone
+    )
+    seen: dict[str, str | None] = {}
+    total = len(texts) + len(gone)
+    for done, (file, text) in enumerate(texts, start=1):
+        op = "updated" if file.doc_id in known else "created"
+        content_hash = sha256_hex(text)
+        inline = len(text.encode()) <= ctx.inline_limit
+        if not inline:
+            await blobs.put_blob(content_hash, text)
+        source_version = ctx.source_version(file)
+        payload = DocumentChanged(
+            tenant_id=tenant,
+            source_id=source,
+            doc_id=file.doc_id,
+            source_version=source_version,
+            sequence=sequences[file.doc_id],
+            observed_at=ctx.observed_at,
+            content_hash=content_hash,
+            content=text if inline else None,
+            content_ref=None if inline else content_hash,
+            media_type="text/markdown" if file.doc_id.endswith((".md", ".markdown"))
+            else "text/plain",
+            path=file.doc_id,
+        )
+        event_type = events.DOCUMENT_UPDATED if op == "updated" else events.DOCUMENT_CREATED
+        # The previous fingerprint is part of the identity so A -> B -> A is three changes.
+        change = f"{op}:{known.get(file.doc_id, '')}"
+        publisher.publish(ctx.topics.documents, _record(event_type, payload, change))
+        (report.updated if op == "updated" else report.created).append(file.doc_id)
+        seen[file.doc_id] = file.fingerprint
+        if progress:
+            progress(done, total)
+    for done, doc_id in enumerate(gone, start=len(texts) + 1):
+        deleted = DocumentDeleted(
+            tenant_id=tenant,
+            source_id=source,
+            doc_id=doc_id,
+            source_version=ctx.deletion_version,
+            sequence=sequences[doc_id],
+            deleted_at=ctx.observed_at,
+        )
+        publisher.publish(
+            ctx.topics.documents, _record(events.DOCUMENT_DELETED, deleted, "deleted")
+        )
+        report.deleted.append(doc_id)
+        seen[doc_id] = None
+        if progress:
+            progress(done, total)
+    publisher.flush()
+    await state.record(tenant, source, seen)
+    return report
+
+
+def _record(event_type: str, payload: DocumentChanged | DocumentDeleted, change: str) -> KafkaRecord:
+    return encode(
+        event_type=event_type,
+        event_id=events.event_id(
+            payload.tenant_id, payload.source_id, payload.doc_id, payload.source_version, change
+        ),
+        tenant_id=payload.tenant_id,
+        source_id=payload.source_id,
+        subject=payload.doc_id,
+        key=payload.key,
+        payload=payload,
+        time=payload.observed_at if isinstance(payload, DocumentChanged) else payload.deleted_at,
+        extensions={"sequence": payload.sequence, "sourceversion": payload.source_version},
+    )
+
+
+async def delete_document(
+    manifest: SourceManifest,
+    doc_id: str,
+    *,
+    topics: Topics,
+    state: IngestState,
+    publisher: Publisher,
+    deleted_at: datetime,
+    reason: str,
+) -> int:
+    """Emit a tombstone for one document at its next sequence; return that sequence."""
+    tenant, source = manifest.tenant, manifest.source_id
+    sequence = (await state.reserve_sequences(tenant, source, [doc_id]))[doc_id]
+    payload = DocumentDeleted(
+        tenant_id=tenant,
+        source_id=source,
+        doc_id=doc_id,
+        source_version=f"operator:{deleted_at.isoformat()}",
+        sequence=sequence,
+        deleted_at=deleted_at,
+        reason=reason,
+    )
+    publisher.publish(topics.documents, _record(events.DOCUMENT_DELETED, payload, "deleted"))
+    publisher.flush()
+    await state.record(tenant, source, {doc_id: None})
+    return sequence

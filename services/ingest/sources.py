@@ -1,0 +1,143 @@
+"""Readers for local sources: a git repository at a revision, or a plain folder (no I/O
+beyond reading them)."""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import subprocess
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+
+from govindex.errors import GovindexError
+
+DEFAULT_INCLUDE = ("*.md", "*.markdown", "*.txt")
+MAX_FILE_BYTES = 16 * 1024 * 1024
+
+
+class SourceReadError(GovindexError):
+    """The repository or folder cannot be read as asked."""
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One file of a snapshot: its document id and a fingerprint that changes with it."""
+
+    doc_id: str
+    fingerprint: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Skipped:
+    doc_id: str
+    reason: str
+
+
+def matches(path: str, include: Sequence[str], exclude: Sequence[str]) -> bool:
+    name = PurePosixPath(path).name
+    def hit(patterns: Sequence[str]) -> bool:
+        return any(fnmatch.fnmatch(path, p) or fnmatch.fnmatch(name, p) for p in patterns)
+    return hit(include) and not hit(exclude)
+
+
+def decode_text(data: bytes, doc_id: str) -> str | Skipped:
+    """UTF-8 text, or why the file is not indexable text."""
+    if len(data) > MAX_FILE_BYTES:
+        return Skipped(doc_id, f"file is {len(data)} bytes, over the {MAX_FILE_BYTES} limit")
+    if b"\x00" in data[:8192]:
+        return Skipped(doc_id, "binary file (NUL byte)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Skipped(doc_id, f"not UTF-8 text ({exc.reason} at byte {exc.start})")
+
+
+class GitSnapshot:
+    """A commit of a local git repository, read with the git command line."""
+
+    def __init__(self, repo: Path, rev: str = "HEAD") -> None:
+        self.repo = repo
+        if not (repo / ".git").exists() and not (repo / "HEAD").exists():
+            raise SourceReadError(f"{repo} is not a git repository (no .git found)")
+        self.sha = self._git("rev-parse", "--verify", f"{rev}^{{commit}}").strip()
+        stamp = self._git("show", "-s", "--format=%ct", self.sha).strip()
+        self.committed_at = datetime.fromtimestamp(int(stamp), UTC)
+
+    @property
+    def source_version(self) -> str:
+        return f"git:{self.sha}"
+
+    def _git(self, *args: str, input_bytes: bytes | None = None) -> str:
+        return self._git_bytes(*args, input_bytes=input_bytes).decode()
+
+    def _git_bytes(self, *args: str, input_bytes: bytes | None = None) -> bytes:
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(self.repo), *args], input=input_bytes,
+                capture_output=True, check=True,
+            )
+        except FileNotFoundError as exc:
+            raise SourceReadError("the git command is not installed") from exc
+        except subprocess.CalledProcessError as exc:
+            raise SourceReadError(
+                f"git {' '.join(args[:2])} failed in {self.repo}: "
+                f"{exc.stderr.decode(errors='replace').strip()}"
+            ) from exc
+        return done.stdout
+
+    def files(self, include: Sequence[str], exclude: Sequence[str]) -> list[SourceFile]:
+        listing = self._git_bytes("ls-tree", "-r", "-z", "--long", "--full-tree", self.sha)
+        found: list[SourceFile] = []
+        for entry in listing.split(b"\x00"):
+            if not entry:
+                continue
+            meta, path = entry.split(b"\t", 1)
+            mode, kind, blob, size = meta.split()
+            doc_id = path.decode("utf-8", errors="surrogateescape")
+            if kind != b"blob" or mode == b"120000" or not matches(doc_id, include, exclude):
+                continue
+            found.append(SourceFile(doc_id, f"git-blob:{blob.decode()}", int(size)))
+        return found
+
+    def read(self, files: Sequence[SourceFile]) -> Iterator[tuple[SourceFile, bytes]]:
+        """Blob contents, through one `git cat-file --batch`."""
+        if not files:
+            return
+        request = "".join(f"{f.fingerprint.removeprefix('git-blob:')}\n" for f in files).encode()
+        out = self._git_bytes("cat-file", "--batch", input_bytes=request)
+        pos = 0
+        for file in files:
+            header_end = out.index(b"\n", pos)
+            size = int(out[pos:header_end].split()[2])
+            start = header_end + 1
+            yield file, out[start : start + size]
+            pos = start + size + 1
+
+
+class FolderSnapshot:
+    """A plain folder; a file's version is the sha256 of its bytes."""
+
+    def __init__(self, root: Path) -> None:
+        if not root.is_dir():
+            raise SourceReadError(f"{root} is not a directory")
+        self.root = root
+        self.observed_at = datetime.now(UTC)
+
+    def files(self, include: Sequence[str], exclude: Sequence[str]) -> list[SourceFile]:
+        found = []
+        for path in sorted(self.root.rglob("*")):
+            rel = path.relative_to(self.root).as_posix()
+            if any(part.startswith(".") for part in PurePosixPath(rel).parts):
+                continue
+            if not path.is_file() or path.is_symlink() or not matches(rel, include, exclude):
+                continue
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            found.append(SourceFile(rel, f"sha256:{digest}", path.stat().st_size))
+        return found
+
+    def read(self, files: Sequence[SourceFile]) -> Iterator[tuple[SourceFile, bytes]]:
+        for file in files:
+            yield file, (self.root / file.doc_id).read_bytes()
