@@ -97,11 +97,15 @@ class EmbeddedStack:
         if not (data / "PG_VERSION").exists():
             data.mkdir(parents=True, exist_ok=True)
             _chown(data, user)
-            subprocess.run(
+            done = subprocess.run(
                 [str(POSTGRES_BIN_PATH / "initdb"), "-D", str(data), "--auth=trust",
                  "-U", "postgres", "--encoding=UTF8", "--no-instructions"],
-                check=True, user=user, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                check=False, user=user, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             )
+            if done.returncode:
+                raise GovindexError(
+                    f"initdb failed for {data}: {done.stderr.decode(errors='replace').strip()}"
+                )
         stale = data / "postmaster.pid"
         if stale.exists():
             _stop_stale_postgres(stale)
@@ -191,8 +195,8 @@ def _prepare_postgres_user(data: Path, bin_path: Path) -> str | None:
     )
 
     ensure_user_exists(PG_SYSTEM_USER)
-    data.parent.mkdir(parents=True, exist_ok=True)
-    ensure_prefix_permissions(data.parent)
+    data.mkdir(parents=True, exist_ok=True)
+    ensure_prefix_permissions(data)  # the server's user must traverse every parent
     ensure_folder_permissions(bin_path, stat.S_IRGRP | stat.S_IROTH | stat.S_IXGRP | stat.S_IXOTH)
     ensure_folder_permissions(bin_path.parent / "lib", stat.S_IRGRP | stat.S_IROTH)
     return PG_SYSTEM_USER
