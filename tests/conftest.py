@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 from opensearchpy import OpenSearch
@@ -44,15 +45,19 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     embedded.stop()
 
 
-@pytest.fixture(scope="session")
-async def migrated(stack: dict[str, str]) -> dict[str, str]:
-    await migrate(stack["pg_dsn"])
-    return stack
-
-
 @pytest.fixture
 def namespace() -> str:
     return f"t{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+async def migrated(stack: dict[str, str], namespace: str) -> dict[str, str]:
+    """A database of the test's own (one deployment's system of record), migrated."""
+    async with await psycopg.AsyncConnection.connect(stack["pg_dsn"], autocommit=True) as conn:
+        await conn.execute(f"CREATE DATABASE {namespace}")
+    dsn = stack["pg_dsn"].rsplit("/", 1)[0] + f"/{namespace}"
+    await migrate(dsn)
+    return {**stack, "pg_dsn": dsn}
 
 
 @pytest.fixture
@@ -122,37 +127,65 @@ class Pipeline:
 
     # --- events -------------------------------------------------------------------------
 
-    def change(self, doc_id: str, sequence: int, text: str, *, source: str | None = None,
-               observed_at: datetime | None = None, version: str | None = None,
-               **payload: Any) -> KafkaRecord:
+    def change(
+        self,
+        doc_id: str,
+        sequence: int,
+        text: str,
+        *,
+        source: str | None = None,
+        observed_at: datetime | None = None,
+        version: str | None = None,
+        **payload: Any,
+    ) -> KafkaRecord:
         body = DocumentChanged(
-            tenant_id=self.tenant, source_id=source or self.source, doc_id=doc_id,
-            source_version=version or f"v{sequence}", sequence=sequence,
-            observed_at=observed_at or datetime.now(UTC), content_hash=sha256_hex(text),
-            content=text, path=doc_id, **payload,
+            tenant_id=self.tenant,
+            source_id=source or self.source,
+            doc_id=doc_id,
+            source_version=version or f"v{sequence}",
+            sequence=sequence,
+            observed_at=observed_at or datetime.now(UTC),
+            content_hash=sha256_hex(text),
+            content=text,
+            path=doc_id,
+            **payload,
         )
         kind = events.DOCUMENT_CREATED if sequence == 1 else events.DOCUMENT_UPDATED
         return encode(
             event_type=kind,
-            event_id=events.event_id(self.tenant, body.source_id, doc_id, body.source_version,
-                                     f"{kind}:{sequence}"),
-            tenant_id=self.tenant, source_id=body.source_id, subject=doc_id, key=body.key,
-            payload=body, extensions={"sequence": sequence},
+            event_id=events.event_id(
+                self.tenant, body.source_id, doc_id, body.source_version, f"{kind}:{sequence}"
+            ),
+            tenant_id=self.tenant,
+            source_id=body.source_id,
+            subject=doc_id,
+            key=body.key,
+            payload=body,
+            extensions={"sequence": sequence},
         )
 
-    def deletion(self, doc_id: str, sequence: int, *, deleted_at: datetime | None = None
-                 ) -> KafkaRecord:
+    def deletion(
+        self, doc_id: str, sequence: int, *, deleted_at: datetime | None = None
+    ) -> KafkaRecord:
         body = DocumentDeleted(
-            tenant_id=self.tenant, source_id=self.source, doc_id=doc_id,
-            source_version=f"del{sequence}", sequence=sequence,
+            tenant_id=self.tenant,
+            source_id=self.source,
+            doc_id=doc_id,
+            source_version=f"del{sequence}",
+            sequence=sequence,
             deleted_at=deleted_at or datetime.now(UTC),
         )
         return encode(
             event_type=events.DOCUMENT_DELETED,
-            event_id=events.event_id(self.tenant, self.source, doc_id, body.source_version,
-                                     "deleted"),
-            tenant_id=self.tenant, source_id=self.source, subject=doc_id, key=body.key,
-            payload=body, extensions={"sequence": sequence},
+            event_id=events.event_id(
+                self.tenant, self.source, doc_id, body.source_version, "deleted"
+            ),
+            tenant_id=self.tenant,
+            source_id=self.source,
+            subject=doc_id,
+            key=body.key,
+            payload=body,
+            extensions={"sequence": sequence},
         )
 
     def publish(self, *records: KafkaRecord) -> list[str]:
@@ -164,11 +197,15 @@ class Pipeline:
 
     # --- waiting ------------------------------------------------------------------------
 
-    async def wait_processed(self, event_ids: list[str], consumer: str = "indexer",
-                             timeout: float = 60.0) -> None:
-        await until(lambda: self._count_processed(event_ids, consumer),
-                    lambda n: n == len(set(event_ids)), timeout,
-                    f"{consumer} to process {len(set(event_ids))} events")
+    async def wait_processed(
+        self, event_ids: list[str], consumer: str = "indexer", timeout: float = 60.0
+    ) -> None:
+        await until(
+            lambda: self._count_processed(event_ids, consumer),
+            lambda n: n == len(set(event_ids)),
+            timeout,
+            f"{consumer} to process {len(set(event_ids))} events",
+        )
 
     async def _count_processed(self, event_ids: list[str], consumer: str) -> int:
         async with self.pool.connection() as conn:
@@ -179,13 +216,15 @@ class Pipeline:
             row = await cur.fetchone()
         return int(row[0]) if row else 0
 
-    async def wait_purged(self, doc_id: str, sequence: int, timeout: float = 60.0
-                          ) -> dict[str, Any]:
+    async def wait_purged(
+        self, doc_id: str, sequence: int, timeout: float = 60.0
+    ) -> dict[str, Any]:
         async def receipt() -> dict[str, Any] | None:
             async with self.pool.connection() as conn:
                 cur = await conn.execute(
                     "SELECT receipt FROM purge_receipts WHERE tenant_id = %s AND doc_id = %s "
-                    "AND sequence = %s", (self.tenant, doc_id, sequence),
+                    "AND sequence = %s",
+                    (self.tenant, doc_id, sequence),
                 )
                 row = await cur.fetchone()
             return row[0] if row else None
@@ -216,8 +255,10 @@ class Pipeline:
             index=f"{self.settings.index_alias}-g*",
             body={"size": 1000, "version": True, "query": {"bool": {"filter": filters}}},
         )
-        return sorted(({"_version": h["_version"], **h["_source"]}
-                       for h in result["hits"]["hits"]), key=lambda d: d["chunk_id"])
+        return sorted(
+            ({"_version": h["_version"], **h["_source"]} for h in result["hits"]["hits"]),
+            key=lambda d: d["chunk_id"],
+        )
 
     async def assert_sinks_agree(self, doc_id: str | None = None) -> None:
         """OpenSearch holds exactly Postgres's chunks, at the same sequence and stamps."""

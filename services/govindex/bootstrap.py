@@ -21,9 +21,7 @@ async def prepare(settings: Settings) -> int:
     index is empty while Postgres holds chunks, the projection is rebuilt from Postgres.
     """
     assert settings.pg_dsn and settings.kafka_bootstrap and settings.opensearch_url
-    created = ensure_topics(
-        settings.kafka_bootstrap, settings.topics.all(), settings.partitions
-    )
+    created = ensure_topics(settings.kafka_bootstrap, settings.topics.all(), settings.partitions)
     if created:
         log.info("kafka.topics_created", topics=created)
     await migrate(settings.pg_dsn)

@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 import textwrap
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,7 +19,7 @@ import structlog
 from psycopg_pool import AsyncConnectionPool
 
 from govindex import __version__
-from govindex.errors import GovindexError, StackNotRunning
+from govindex.errors import GovindexError
 from govindex.logs import configure_logging
 from govindex.settings import DEFAULT_STATE_DIR, Settings, read_stack_file
 
@@ -76,37 +76,53 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"govindex {__version__}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
-        "--state-dir", type=Path, default=Path(os.environ.get("GOVINDEX_STATE_DIR",
-                                                              DEFAULT_STATE_DIR)),
+        "--state-dir",
+        type=Path,
+        default=Path(os.environ.get("GOVINDEX_STATE_DIR", DEFAULT_STATE_DIR)),
         help="where `govindex up` keeps Postgres data, logs and stack.json (default: .govindex)",
     )
     common.add_argument("--log-level", default="WARNING", help="log level (default: WARNING)")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
 
-    def command(name: str, run: Callable[[argparse.Namespace], int], help_text: str,
-                description: str | None = None, parent: Any = sub) -> argparse.ArgumentParser:
+    def command(
+        name: str,
+        run: Callable[[argparse.Namespace], int],
+        help_text: str,
+        description: str | None = None,
+        parent: Any = sub,
+    ) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = parent.add_parser(
-            name, parents=[common], help=help_text, description=description or help_text,
+            name,
+            parents=[common],
+            help=help_text,
+            description=description or help_text,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         p.set_defaults(run=run)
         return p
 
     up = command(
-        "up", cmd_up, "start the embedded stack and the workers until Ctrl-C",
+        "up",
+        cmd_up,
+        "start the embedded stack and the workers until Ctrl-C",
         "Start PostgreSQL, a Kafka-compatible broker, an OpenSearch-compatible server and "
         "Redis on loopback with free ports (or use the servers named by GOVINDEX_* settings),\n"
         "create topics, migrate the database, create the index template and alias, rebuild\n"
         "the OpenSearch projection from Postgres if it is empty, then run the indexer, the\n"
         "purger and the outbox relay until Ctrl-C. Addresses go to STATE_DIR/stack.json.",
     )
-    up.add_argument("--workers", default="indexer,purger",
-                    help="comma-separated workers to run (default: indexer,purger)")
+    up.add_argument(
+        "--workers",
+        default="indexer,purger",
+        help="comma-separated workers to run (default: indexer,purger)",
+    )
 
     source = sub.add_parser("source", help="register source manifests")
     source_sub = source.add_subparsers(title="source commands", metavar="COMMAND")
     apply = command(
-        "apply", cmd_source_apply, "validate manifests and register them in Postgres",
+        "apply",
+        cmd_source_apply,
+        "validate manifests and register them in Postgres",
         "Validate YAML source manifests and register (or update) them. Every problem is\n"
         "reported with its file and field; nothing is registered unless all files are valid.",
         parent=source_sub,
@@ -117,7 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     ingest = sub.add_parser("ingest", help="emit document events from a git repo or a folder")
     ingest_sub = ingest.add_subparsers(title="ingest commands", metavar="COMMAND")
     git = command(
-        "git", cmd_ingest_git, "ingest a local git repository at a revision",
+        "git",
+        cmd_ingest_git,
+        "ingest a local git repository at a revision",
         "Emit created / updated / deleted events for what changed in REPO at REV since the\n"
         "state last ingested for the source (the whole tree on the first run).\n"
         "source_version is git:<sha> of REV; observed_at is its commit time.",
@@ -128,7 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     git.add_argument("--rev", default="HEAD", help="revision to ingest (default: HEAD)")
     _filters(git)
     path = command(
-        "path", cmd_ingest_path, "ingest a plain folder (version = content hash)",
+        "path",
+        cmd_ingest_path,
+        "ingest a plain folder (version = content hash)",
         parent=ingest_sub,
     )
     path.add_argument("dir", type=Path, metavar="DIR")
@@ -136,7 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     _filters(path)
 
     delete = command(
-        "delete", cmd_delete, "emit a tombstone for one document",
+        "delete",
+        cmd_delete,
+        "emit a tombstone for one document",
         "Emit document.deleted for DOC at its next sequence. The indexer records the\n"
         "tombstone (later or replayed updates with a lower sequence are dropped) and the\n"
         "purger removes the content according to the source's deletion_mode.",
@@ -149,32 +171,49 @@ def build_parser() -> argparse.ArgumentParser:
     documents.add_argument("--source", required=True, metavar="ID")
     documents.add_argument("--json", action="store_true", help="print JSON lines")
 
-    status = command("status", cmd_status,
-                     "show servers, topics with consumer lag, dead letters, pending purges")
+    status = command(
+        "status", cmd_status, "show servers, topics with consumer lag, dead letters, pending purges"
+    )
     status.add_argument("--json", action="store_true")
 
     query = command(
-        "query", cmd_query, "search the governed index",
+        "query",
+        cmd_query,
+        "search the governed index",
         "Search for TEXT and return only chunks of TENANT whose ACL admits one of the\n"
         "principals, allowed for the purpose (if given) and valid at --as-of (default now).\n"
         "A superseded version is returned for a time when it was the valid one.",
     )
     query.add_argument("text", metavar="TEXT")
     query.add_argument("--tenant", required=True)
-    query.add_argument("--principal", action="append", required=True, metavar="P",
-                       help="a principal of the caller (repeat for several), e.g. group:sre")
+    query.add_argument(
+        "--principal",
+        action="append",
+        required=True,
+        metavar="P",
+        help="a principal of the caller (repeat for several), e.g. group:sre",
+    )
     query.add_argument("--purpose", help="why the caller asks, e.g. incident-response")
-    query.add_argument("--as-of", type=_aware_datetime, metavar="ISO",
-                       help="valid time to ask about, ISO 8601 with zone (default: now)")
+    query.add_argument(
+        "--as-of",
+        type=_aware_datetime,
+        metavar="ISO",
+        help="valid time to ask about, ISO 8601 with zone (default: now)",
+    )
     query.add_argument("--limit", type=int, default=10)
     query.add_argument("--json", action="store_true", help="full chunk records as JSON lines")
 
-    reindex = command("reindex", cmd_reindex,
-                      "rebuild the OpenSearch projection from Postgres into a new generation")
+    reindex = command(
+        "reindex",
+        cmd_reindex,
+        "rebuild the OpenSearch projection from Postgres into a new generation",
+    )
     del reindex
 
     demo = command(
-        "demo", cmd_demo, "run the bundled demo on a fresh embedded stack",
+        "demo",
+        cmd_demo,
+        "run the bundled demo on a fresh embedded stack",
         "Start an embedded stack in a temporary state dir, register sample sources, ingest\n"
         "a bundled corpus in two commits, run governed queries, delete a document and\n"
         "print a short report. Leaves nothing running.",
@@ -185,18 +224,32 @@ def build_parser() -> argparse.ArgumentParser:
     schemas.add_argument("--write", action="store_true", help="rewrite the schema files")
     schemas.add_argument("--dir", type=Path, default=Path("schemas"))
 
-    worker = command("worker", cmd_worker,
-                     "run workers against configured servers (production entry point)")
-    worker.add_argument("names", nargs="*", default=["indexer", "purger"],
-                        help="indexer and/or purger (default: both)")
+    worker = command(
+        "worker", cmd_worker, "run workers against configured servers (production entry point)"
+    )
+    worker.add_argument(
+        "names",
+        nargs="*",
+        default=["indexer", "purger"],
+        help="indexer and/or purger (default: both)",
+    )
     return parser
 
 
 def _filters(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--include", action="append", metavar="GLOB",
-                   help="files to ingest (repeatable; default: *.md *.markdown *.txt)")
-    p.add_argument("--exclude", action="append", default=[], metavar="GLOB",
-                   help="files to leave out (repeatable)")
+    p.add_argument(
+        "--include",
+        action="append",
+        metavar="GLOB",
+        help="files to ingest (repeatable; default: *.md *.markdown *.txt)",
+    )
+    p.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="files to leave out (repeatable)",
+    )
 
 
 def _aware_datetime(value: str) -> datetime:
@@ -342,8 +395,10 @@ def cmd_source_apply(args: argparse.Namespace) -> int:
             for m in manifests:
                 outcome = await registry.register(m)
                 state = "enabled" if m.enabled else "DISABLED"
-                print(f"{outcome:8} {m.source_id}  (tenant {m.tenant}, {m.source_type.value}, "
-                      f"{m.deletion_mode.value}, {state})")
+                print(
+                    f"{outcome:8} {m.source_id}  (tenant {m.tenant}, {m.source_type.value}, "
+                    f"{m.deletion_mode.value}, {state})"
+                )
         return 0
 
     return run_async(run())
@@ -370,8 +425,11 @@ def cmd_ingest_git(args: argparse.Namespace) -> int:
 
     snapshot = GitSnapshot(args.repo, args.rev)
     return _ingest(
-        args, snapshot, source_version=lambda _f: snapshot.source_version,
-        observed_at=snapshot.committed_at, deletion_version=snapshot.source_version,
+        args,
+        snapshot,
+        source_version=lambda _f: snapshot.source_version,
+        observed_at=snapshot.committed_at,
+        deletion_version=snapshot.source_version,
         label=f"{args.repo} at {snapshot.sha[:12]}",
     )
 
@@ -381,14 +439,24 @@ def cmd_ingest_path(args: argparse.Namespace) -> int:
 
     snapshot = FolderSnapshot(args.dir)
     return _ingest(
-        args, snapshot, source_version=lambda f: f.fingerprint,
+        args,
+        snapshot,
+        source_version=lambda f: f.fingerprint,
         observed_at=snapshot.observed_at,
-        deletion_version=f"folder:{snapshot.observed_at.isoformat()}", label=str(args.dir),
+        deletion_version=f"folder:{snapshot.observed_at.isoformat()}",
+        label=str(args.dir),
     )
 
 
-def _ingest(args: argparse.Namespace, snapshot: Any, *, source_version: Callable[[Any], str],
-            observed_at: datetime, deletion_version: str, label: str) -> int:
+def _ingest(
+    args: argparse.Namespace,
+    snapshot: Any,
+    *,
+    source_version: Callable[[Any], str],
+    observed_at: datetime,
+    deletion_version: str,
+    label: str,
+) -> int:
     from govindex.adapters.kafka import KafkaEventPublisher
     from govindex.adapters.postgres import PostgresChunkStore
     from ingest.handlers import IngestContext, ingest_snapshot
@@ -403,21 +471,31 @@ def _ingest(args: argparse.Namespace, snapshot: Any, *, source_version: Callable
             manifest = await _manifest(pool, args.source)
             publisher = KafkaEventPublisher(settings.kafka_bootstrap)
             ctx = IngestContext(
-                manifest=manifest, topics=settings.topics, source_version=source_version,
-                observed_at=observed_at, deletion_version=deletion_version,
+                manifest=manifest,
+                topics=settings.topics,
+                source_version=source_version,
+                observed_at=observed_at,
+                deletion_version=deletion_version,
                 inline_limit=settings.inline_content_limit,
-                include=tuple(args.include or DEFAULT_INCLUDE), exclude=tuple(args.exclude),
+                include=tuple(args.include or DEFAULT_INCLUDE),
+                exclude=tuple(args.exclude),
             )
             try:
                 report = await ingest_snapshot(
-                    snapshot, ctx, state=PostgresIngestState(pool), publisher=publisher,
-                    blobs=PostgresChunkStore(pool), progress=_progress,
+                    snapshot,
+                    ctx,
+                    state=PostgresIngestState(pool),
+                    publisher=publisher,
+                    blobs=PostgresChunkStore(pool),
+                    progress=_progress,
                 )
             finally:
                 publisher.close()
-        print(f"\ringested {label} into source {args.source}: {len(report.created)} created, "
-              f"{len(report.updated)} updated, {len(report.deleted)} deleted, "
-              f"{report.unchanged} unchanged, {len(report.skipped)} skipped")
+        print(
+            f"\ringested {label} into source {args.source}: {len(report.created)} created, "
+            f"{len(report.updated)} updated, {len(report.deleted)} deleted, "
+            f"{report.unchanged} unchanged, {len(report.skipped)} skipped"
+        )
         for skipped in report.skipped:
             print(f"  skipped {skipped.doc_id}: {skipped.reason}")
         return 0
@@ -444,14 +522,21 @@ def cmd_delete(args: argparse.Namespace) -> int:
             publisher = KafkaEventPublisher(settings.kafka_bootstrap)
             try:
                 sequence = await delete_document(
-                    manifest, args.doc, topics=settings.topics, state=PostgresIngestState(pool),
-                    publisher=publisher, deleted_at=datetime.now(UTC), reason=args.reason,
+                    manifest,
+                    args.doc,
+                    topics=settings.topics,
+                    state=PostgresIngestState(pool),
+                    publisher=publisher,
+                    deleted_at=datetime.now(UTC),
+                    reason=args.reason,
                 )
             finally:
                 publisher.close()
-        print(f"tombstone emitted for {args.source}/{args.doc} at sequence {sequence} "
-              f"(deletion_mode {manifest.deletion_mode.value}); "
-              f"check with `govindex documents --source {args.source}`")
+        print(
+            f"tombstone emitted for {args.source}/{args.doc} at sequence {sequence} "
+            f"(deletion_mode {manifest.deletion_mode.value}); "
+            f"check with `govindex documents --source {args.source}`"
+        )
         return 0
 
     return run_async(run())
@@ -476,12 +561,27 @@ def cmd_documents(args: argparse.Namespace) -> int:
         if not rows:
             print(f"source {args.source} holds no documents yet")
             return 0
-        header = ("DOC", "STATE", "SOURCE_VERSION", "SEQ", "CHUNKS", "VALID_FROM", "VALID_TO",
-                  "LAST_INDEXED")
+        header = (
+            "DOC",
+            "STATE",
+            "SOURCE_VERSION",
+            "SEQ",
+            "CHUNKS",
+            "VALID_FROM",
+            "VALID_TO",
+            "LAST_INDEXED",
+        )
         table = [header] + [
-            (r.doc_id, r.state, _short(r.source_version), str(r.last_sequence),
-             str(r.chunk_count), _time(r.valid_from), _time(r.valid_to) or "-",
-             _time(r.last_indexed_at))
+            (
+                r.doc_id,
+                r.state,
+                _short(r.source_version),
+                str(r.last_sequence),
+                str(r.chunk_count),
+                _time(r.valid_from),
+                _time(r.valid_to) or "-",
+                _time(r.last_indexed_at),
+            )
             for r in rows
         ]
         _print_table(table)
@@ -509,7 +609,7 @@ def _time(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if value else ""
 
 
-def _print_table(rows: list[tuple[str, ...]]) -> None:
+def _print_table(rows: Sequence[tuple[str, ...]]) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
@@ -538,8 +638,12 @@ def cmd_query(args: argparse.Namespace) -> int:
 
     settings = settings_for(args)
     query = Query(
-        text=args.text, tenant_id=args.tenant, principals=principals_of(args.principal),
-        purpose=args.purpose, as_of=args.as_of or datetime.now(UTC), limit=args.limit,
+        text=args.text,
+        tenant_id=args.tenant,
+        principals=principals_of(args.principal),
+        purpose=args.purpose,
+        as_of=args.as_of or datetime.now(UTC),
+        limit=args.limit,
     )
 
     async def run() -> int:
@@ -554,18 +658,24 @@ def cmd_query(args: argparse.Namespace) -> int:
             for hit in hits:
                 print(json.dumps({"score": hit.score, **hit.chunk.model_dump(mode="json")}))
             return 0
-        print(f"{len(hits)} result(s) for {query.text!r} as of {_time(query.as_of)} "
-              f"(tenant {query.tenant_id}, principals {', '.join(query.principals)}"
-              f"{', purpose ' + query.purpose if query.purpose else ''})")
+        print(
+            f"{len(hits)} result(s) for {query.text!r} as of {_time(query.as_of)} "
+            f"(tenant {query.tenant_id}, principals {', '.join(query.principals)}"
+            f"{', purpose ' + query.purpose if query.purpose else ''})"
+        )
         for n, hit in enumerate(hits, start=1):
             c = hit.chunk
             first = next((ln for ln in c.text.splitlines() if ln.strip()), "").strip()
             print(f"\n{n}. {c.locator}  [{c.kind}]  score {hit.score:.3f}")
             print(f"   {first[:100]}")
-            print(f"   source_version {_short(c.source_version)}  seq {c.sequence}  "
-                  f"valid {_time(c.valid_from)} .. {_time(c.valid_to) or 'open'}")
-            print(f"   acl {', '.join(c.acl)}  {c.classification}  "
-                  f"parser {c.parser}@{c.parser_version}  hash {c.content_hash[:19]}")
+            print(
+                f"   source_version {_short(c.source_version)}  seq {c.sequence}  "
+                f"valid {_time(c.valid_from)} .. {_time(c.valid_to) or 'open'}"
+            )
+            print(
+                f"   acl {', '.join(c.acl)}  {c.classification}  "
+                f"parser {c.parser}@{c.parser_version}  hash {c.content_hash[:19]}"
+            )
         return 0
 
     return run_async(run())
@@ -587,8 +697,10 @@ def cmd_reindex(args: argparse.Namespace) -> int:
             count = await index.count()
         finally:
             await index.close()
-        print(f"rebuilt {settings.index_alias} as generation {generation}: {count} chunks. "
-              "Running workers keep stamping the generation they started with until restarted.")
+        print(
+            f"rebuilt {settings.index_alias} as generation {generation}: {count} chunks. "
+            "Running workers keep stamping the generation they started with until restarted."
+        )
         return 0
 
     return run_async(run())
@@ -609,8 +721,11 @@ def cmd_schemas(args: argparse.Namespace) -> int:
         return 0
     drift = check_schemas(args.dir)
     if drift:
-        raise Failure("schemas drifted from the models: " + ", ".join(drift)
-                      + "; run `govindex schemas --write` and commit the result")
+        raise Failure(
+            "schemas drifted from the models: "
+            + ", ".join(drift)
+            + "; run `govindex schemas --write` and commit the result"
+        )
     print(f"schemas in {args.dir}/ match the models")
     return 0
 

@@ -36,7 +36,9 @@ async def process(
     retry_max: float = 5.0,
 ) -> None:
     structlog.contextvars.bind_contextvars(
-        consumer=consumer, topic=delivery.topic, partition=delivery.partition,
+        consumer=consumer,
+        topic=delivery.topic,
+        partition=delivery.partition,
         offset=delivery.offset,
     )
     try:
@@ -44,7 +46,9 @@ async def process(
             envelope = decode(delivery.key, delivery.value, delivery.headers)
             structlog.contextvars.bind_contextvars(event_id=envelope.id)
             await retry_transient(
-                lambda: handle(envelope), what=consumer, initial=retry_initial,
+                lambda: handle(envelope),
+                what=consumer,
+                initial=retry_initial,
                 maximum=retry_max,
             )
         except PermanentError as error:
@@ -78,7 +82,7 @@ def subscribe(
     """Register a subscriber that runs `process` for every record of `topic`."""
 
     async def on_record(body: Any, msg: KafkaMessage) -> None:
-        raw = msg.raw_message
+        raw: Any = msg.raw_message  # aiokafka ConsumerRecord (one record, not a batch)
         delivery = Delivery(
             topic=raw.topic,
             partition=raw.partition,
@@ -88,7 +92,10 @@ def subscribe(
             headers=list(raw.headers or []),
         )
         await process(
-            delivery, handle, consumer=consumer, dead_letters_topic=dead_letters_topic,
+            delivery,
+            handle,
+            consumer=consumer,
+            dead_letters_topic=dead_letters_topic,
             publish=publish,
         )
 

@@ -97,8 +97,17 @@ def decode(key: bytes | None, value: bytes | None, headers: list[tuple[str, byte
     if not isinstance(data, dict):
         raise InvalidEvent("event data must be a JSON object")
     attributes = event.get_attributes()
-    standard = {"id", "type", "source", "subject", "time", "specversion", "datacontenttype",
-                "dataschema", "data"}
+    standard = {
+        "id",
+        "type",
+        "source",
+        "subject",
+        "time",
+        "specversion",
+        "datacontenttype",
+        "dataschema",
+        "data",
+    }
     return Envelope(
         id=event.get_id(),
         type=event.get_type(),

@@ -39,7 +39,8 @@ async def retry_transient(
         except TransientError as exc:
             if time.monotonic() + delay > deadline:
                 raise
-            log.warning("retry.transient", what=what, attempt=attempt, delay_s=delay,
-                        error=str(exc))
+            log.warning(
+                "retry.transient", what=what, attempt=attempt, delay_s=delay, error=str(exc)
+            )
             await asyncio.sleep(delay * (0.5 + random.random() / 2))
             delay = min(maximum, delay * 2)

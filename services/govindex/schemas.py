@@ -15,8 +15,11 @@ MODELS: dict[str, type[BaseModel]] = {**PAYLOAD_MODELS, "source.manifest": Sourc
 
 def render(model: type[BaseModel], name: str) -> str:
     schema = model.model_json_schema(mode="validation")
-    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema",
-              "$id": f"urn:govindex:schema:{name}:v1", **schema}
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"urn:govindex:schema:{name}:v1",
+        **schema,
+    }
     return json.dumps(schema, indent=2, sort_keys=True) + "\n"
 
 

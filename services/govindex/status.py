@@ -11,8 +11,14 @@ from govindex.settings import Settings
 
 
 async def collect_status(settings: Settings) -> dict[str, Any]:
-    report: dict[str, Any] = {"namespace": settings.namespace, "servers": {}, "topics": [],
-                              "dead_letters": None, "pending_purges": [], "outbox_pending": None}
+    report: dict[str, Any] = {
+        "namespace": settings.namespace,
+        "servers": {},
+        "topics": [],
+        "dead_letters": None,
+        "pending_purges": [],
+        "outbox_pending": None,
+    }
     servers = report["servers"]
     servers["postgres"] = _check_postgres(settings, report)
     servers["kafka"] = _check_kafka(settings, report)
@@ -41,15 +47,26 @@ def _check_postgres(settings: Settings, report: dict[str, Any]) -> dict[str, Any
     except psycopg.Error as exc:
         return {"address": settings.pg_dsn, "ok": False, "error": str(exc).strip()}
     report["pending_purges"] = [
-        {"doc": f"{r[0]}/{r[1]}/{r[2]}", "sequence": r[3], "mode": r[4], "since": r[5],
-         "attempts": r[6], "last_error": r[7]}
+        {
+            "doc": f"{r[0]}/{r[1]}/{r[2]}",
+            "sequence": r[3],
+            "mode": r[4],
+            "since": r[5],
+            "attempts": r[6],
+            "last_error": r[7],
+        }
         for r in pending
     ]
     report["outbox_pending"] = outbox[0] if outbox else None
     assert counts is not None
-    return {"address": settings.pg_dsn, "ok": True,
-            "version": version[0] if version else "?", "sources": counts[0],
-            "active_documents": counts[1], "chunks": counts[2]}
+    return {
+        "address": settings.pg_dsn,
+        "ok": True,
+        "version": version[0] if version else "?",
+        "sources": counts[0],
+        "active_documents": counts[1],
+        "chunks": counts[2],
+    }
 
 
 def _check_kafka(settings: Settings, report: dict[str, Any]) -> dict[str, Any]:
@@ -63,8 +80,11 @@ def _check_kafka(settings: Settings, report: dict[str, Any]) -> dict[str, Any]:
         consumers = {topics.documents: "indexer", topics.tombstones: "purger"}
         for topic in topics.all():
             ends = reader.end_offsets(topic)
-            entry: dict[str, Any] = {"topic": topic, "partitions": len(ends),
-                                     "messages": sum(ends.values())}
+            entry: dict[str, Any] = {
+                "topic": topic,
+                "partitions": len(ends),
+                "messages": sum(ends.values()),
+            }
             worker = consumers.get(topic)
             if worker:
                 lag = reader.lag(topic, settings.group(worker))
@@ -92,8 +112,13 @@ async def _check_opensearch(settings: Settings) -> dict[str, Any]:
         return {"address": settings.opensearch_url, "ok": False, "error": str(exc)}
     finally:
         await index.close()
-    return {"address": settings.opensearch_url, "ok": True, "alias": settings.index_alias,
-            "generation": generation, "chunks": count}
+    return {
+        "address": settings.opensearch_url,
+        "ok": True,
+        "alias": settings.index_alias,
+        "generation": generation,
+        "chunks": count,
+    }
 
 
 def _check_redis(settings: Settings) -> dict[str, Any]:
@@ -117,11 +142,15 @@ def render_status(report: dict[str, Any]) -> str:
         mark = "ok  " if info.get("ok") else "DOWN"
         extra = ""
         if name == "postgres" and info.get("ok"):
-            extra = (f"  PostgreSQL {info['version']}, {info['sources']} sources, "
-                     f"{info['active_documents']} active documents, {info['chunks']} chunks")
+            extra = (
+                f"  PostgreSQL {info['version']}, {info['sources']} sources, "
+                f"{info['active_documents']} active documents, {info['chunks']} chunks"
+            )
         elif name == "opensearch" and info.get("ok"):
-            extra = (f"  alias {info['alias']} -> generation {info['generation']}, "
-                     f"{info['chunks']} chunks")
+            extra = (
+                f"  alias {info['alias']} -> generation {info['generation']}, "
+                f"{info['chunks']} chunks"
+            )
         elif name == "redis" and info.get("ok"):
             extra = f"  Redis {info['version']}"
         elif not info.get("ok"):
@@ -131,11 +160,16 @@ def render_status(report: dict[str, Any]) -> str:
     for topic in report["topics"]:
         lag = f"  lag {topic['lag']} ({topic['group']})" if "lag" in topic else ""
         lines.append(f"  {topic['topic']:<32} {topic['messages']:>7} messages{lag}")
-    lines += ["", f"dead letters     {report['dead_letters']}",
-              f"outbox pending   {report['outbox_pending']}",
-              f"pending purges   {len(report['pending_purges'])}"]
+    lines += [
+        "",
+        f"dead letters     {report['dead_letters']}",
+        f"outbox pending   {report['outbox_pending']}",
+        f"pending purges   {len(report['pending_purges'])}",
+    ]
     for purge in report["pending_purges"]:
         err = f" last error: {purge['last_error']}" if purge["last_error"] else ""
-        lines.append(f"  {purge['doc']} seq {purge['sequence']} ({purge['mode']}), "
-                     f"{purge['attempts']} failed attempts{err}")
+        lines.append(
+            f"  {purge['doc']} seq {purge['sequence']} ({purge['mode']}), "
+            f"{purge['attempts']} failed attempts{err}"
+        )
     return "\n".join(lines)

@@ -70,9 +70,13 @@ class Workers:
                 generation=generation,
             )
             subscribe(
-                broker, topic=s.topics.documents, group_id=s.group(INDEXER), consumer=INDEXER,
+                broker,
+                topic=s.topics.documents,
+                group_id=s.group(INDEXER),
+                consumer=INDEXER,
                 handle=lambda envelope: index_document(envelope, ports),
-                dead_letters_topic=s.topics.dead_letters, publish=publish,
+                dead_letters_topic=s.topics.dead_letters,
+                publish=publish,
             )
             self._brokers.append(broker)
         if "purger" in self.run:
@@ -83,9 +87,13 @@ class Workers:
                 receipts_topic=s.topics.receipts,
             )
             subscribe(
-                broker, topic=s.topics.tombstones, group_id=s.group(PURGER), consumer=PURGER,
+                broker,
+                topic=s.topics.tombstones,
+                group_id=s.group(PURGER),
+                consumer=PURGER,
                 handle=lambda envelope: purge_document(envelope, purger_ports),
-                dead_letters_topic=s.topics.dead_letters, publish=publish,
+                dead_letters_topic=s.topics.dead_letters,
+                publish=publish,
             )
             self._brokers.append(broker)
         # Each broker joins its own consumer group; joining in parallel halves start-up.

@@ -91,8 +91,7 @@ def parse_payload(envelope: Envelope) -> DocumentChanged | DocumentDeleted:
     tenant = envelope.extensions.get("tenantid")
     if tenant is not None and str(tenant) != payload.tenant_id:
         raise InvalidEvent(
-            f"tenantid extension {tenant!r} does not match payload tenant_id "
-            f"{payload.tenant_id!r}"
+            f"tenantid extension {tenant!r} does not match payload tenant_id {payload.tenant_id!r}"
         )
     sequence = envelope.extensions.get("sequence")
     if sequence is not None and str(sequence) != str(payload.sequence):
@@ -102,7 +101,9 @@ def parse_payload(envelope: Envelope) -> DocumentChanged | DocumentDeleted:
     return payload
 
 
-async def require_source(registry: SourceRegistry, tenant_id: str, source_id: str) -> SourceManifest:
+async def require_source(
+    registry: SourceRegistry, tenant_id: str, source_id: str
+) -> SourceManifest:
     manifest = await registry.get(tenant_id, source_id)
     if manifest is None:
         raise UnknownSource(
@@ -285,7 +286,10 @@ def _receipt(
     record = encode(
         event_type=events.DOCUMENT_INDEXED,
         event_id=events.event_id(
-            payload.tenant_id, payload.source_id, payload.doc_id, payload.source_version,
+            payload.tenant_id,
+            payload.source_id,
+            payload.doc_id,
+            payload.source_version,
             f"indexed:{payload.sequence}",
         ),
         tenant_id=payload.tenant_id,

@@ -176,9 +176,7 @@ def stamp_chunks(ctx: StampContext, drafts: Sequence[ChunkDraft]) -> list[Chunk]
     """Bind each draft to its source, version, span, time, access and structure."""
     event = ctx.event
     key = event.key
-    ids = [
-        chunk_id(key, event.sequence, ctx.parser, ctx.parser_version, draft) for draft in drafts
-    ]
+    ids = [chunk_id(key, event.sequence, ctx.parser, ctx.parser_version, draft) for draft in drafts]
     by_ordinal = {draft.ordinal: ids[i] for i, draft in enumerate(drafts)}
     where = event.path or event.doc_id
     trust = ctx.manifest.trust_level

@@ -98,9 +98,7 @@ async def ingest_snapshot(
             log.warning("ingest.skipped", doc_id=file.doc_id, reason=text.reason)
             continue
         texts.append((file, text))
-    sequences = await state.reserve_sequences(
-        tenant, source, [f.doc_id for f, _ in texts] + gone
-    )
+    sequences = await state.reserve_sequences(tenant, source, [f.doc_id for f, _ in texts] + gone)
     seen: dict[str, str | None] = {}
     total = len(texts) + len(gone)
     for done, (file, text) in enumerate(texts, start=1):
@@ -120,7 +118,8 @@ async def ingest_snapshot(
             content_hash=content_hash,
             content=text if inline else None,
             content_ref=None if inline else content_hash,
-            media_type="text/markdown" if file.doc_id.endswith((".md", ".markdown"))
+            media_type="text/markdown"
+            if file.doc_id.endswith((".md", ".markdown"))
             else "text/plain",
             path=file.doc_id,
         )
@@ -153,7 +152,9 @@ async def ingest_snapshot(
     return report
 
 
-def _record(event_type: str, payload: DocumentChanged | DocumentDeleted, change: str) -> KafkaRecord:
+def _record(
+    event_type: str, payload: DocumentChanged | DocumentDeleted, change: str
+) -> KafkaRecord:
     return encode(
         event_type=event_type,
         event_id=events.event_id(

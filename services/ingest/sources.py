@@ -38,8 +38,10 @@ class Skipped:
 
 def matches(path: str, include: Sequence[str], exclude: Sequence[str]) -> bool:
     name = PurePosixPath(path).name
+
     def hit(patterns: Sequence[str]) -> bool:
         return any(fnmatch.fnmatch(path, p) or fnmatch.fnmatch(name, p) for p in patterns)
+
     return hit(include) and not hit(exclude)
 
 
@@ -76,8 +78,10 @@ class GitSnapshot:
     def _git_bytes(self, *args: str, input_bytes: bytes | None = None) -> bytes:
         try:
             done = subprocess.run(
-                ["git", "-C", str(self.repo), *args], input=input_bytes,
-                capture_output=True, check=True,
+                ["git", "-C", str(self.repo), *args],
+                input=input_bytes,
+                capture_output=True,
+                check=True,
             )
         except FileNotFoundError as exc:
             raise SourceReadError("the git command is not installed") from exc

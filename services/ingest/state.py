@@ -46,9 +46,7 @@ class PostgresIngestState:
                 out[doc_id] = int(row[0])
         return out
 
-    async def record(
-        self, tenant_id: str, source_id: str, seen: dict[str, str | None]
-    ) -> None:
+    async def record(self, tenant_id: str, source_id: str, seen: dict[str, str | None]) -> None:
         """After the broker acknowledged the events: remember fingerprints (None = deleted)."""
         async with transaction(self._pool) as conn:
             for doc_id, fingerprint in seen.items():

@@ -114,7 +114,10 @@ async def purge_document(envelope: Envelope, ports: PurgerPorts) -> DocumentPurg
     record = encode(
         event_type=events.DOCUMENT_PURGED,
         event_id=events.event_id(
-            payload.tenant_id, payload.source_id, payload.doc_id, payload.source_version,
+            payload.tenant_id,
+            payload.source_id,
+            payload.doc_id,
+            payload.source_version,
             f"purged:{payload.sequence}",
         ),
         tenant_id=payload.tenant_id,
@@ -153,11 +156,17 @@ async def _purge_sinks(
         # History before the deletion stays queryable for as_of; nothing is removed.
         return [
             SinkResult(
-                sink="postgres", removed=0, remaining=0, verified=True,
+                sink="postgres",
+                removed=0,
+                remaining=0,
+                verified=True,
                 detail="deletion_mode tombstone: history kept, document no longer current",
             ),
             SinkResult(
-                sink="opensearch", removed=0, remaining=0, verified=True,
+                sink="opensearch",
+                removed=0,
+                remaining=0,
+                verified=True,
                 detail="deletion_mode tombstone: validity ended at deleted_at",
             ),
         ]

@@ -19,15 +19,21 @@ V1 = "# Runbook\nRestart the api with the blue lever.\n## Rollback\nPull the red
 V2 = "# Runbook\nRestart the api with the green switch.\n## Rollback\nFlip it back.\n"
 
 
-async def query(p: Pipeline, text: str, principals: tuple[str, ...] = ("group:eng",),
-                as_of: datetime | None = None, purpose: str | None = None) -> list[str]:
+async def query(
+    p: Pipeline,
+    text: str,
+    principals: tuple[str, ...] = ("group:eng",),
+    as_of: datetime | None = None,
+    purpose: str | None = None,
+) -> list[str]:
     assert p.settings.opensearch_url
     index = OpenSearchIndex(p.settings.opensearch_url, p.settings.index_alias)
     await index.refresh()
     try:
         hits = await search(
             Query(text, p.tenant, principals, purpose, as_of or datetime.now(UTC), 20),
-            index=index, store=PostgresChunkStore(p.pool),
+            index=index,
+            store=PostgresChunkStore(p.pool),
         )
     finally:
         await index.close()
@@ -64,11 +70,15 @@ async def test_create_update_delete_keeps_both_sinks_in_agreement_and_leaves_not
     async with p.pool.connection() as conn:
         cur = await conn.execute(
             "SELECT count(*) FROM document_versions WHERE tenant_id = %s AND "
-            "(content IS NOT NULL OR title IS NOT NULL)", (p.tenant,))
+            "(content IS NOT NULL OR title IS NOT NULL)",
+            (p.tenant,),
+        )
         assert (await cur.fetchone()) == (0,)
         cur = await conn.execute(
             "SELECT cardinality(chunk_ids), cardinality(content_hashes), purge_state "
-            "FROM tombstones WHERE tenant_id = %s", (p.tenant,))
+            "FROM tombstones WHERE tenant_id = %s",
+            (p.tenant,),
+        )
         assert (await cur.fetchone()) == (4, 2, "purged")
 
 
@@ -86,8 +96,10 @@ async def test_duplicates_and_a_replay_of_the_whole_topic_change_nothing(
     assert len(replay) == 3
     p.publish(*p.sent[:])
     for record in replay:
-        p.producer.publish(p.settings.topics.documents, type(p.sent[0])(
-            key=record.key, value=record.value, headers=list(record.headers)))
+        p.producer.publish(
+            p.settings.topics.documents,
+            type(p.sent[0])(key=record.key, value=record.value, headers=list(record.headers)),
+        )
     marker = p.publish(p.change("marker.md", 1, V1))
     await p.wait_processed(marker)
 
@@ -161,7 +173,8 @@ async def test_unknown_source_disabled_source_and_malformed_events_are_dead_lett
     disabled = p.change("y.md", 1, V1, source=f"off-{p.tenant}")
     garbage = type(unknown)(key=b"k", value=b"{not json", headers=[])
     bad_payload = type(unknown)(
-        key=unknown.key, value=b'{"tenant_id": "t"}',
+        key=unknown.key,
+        value=b'{"tenant_id": "t"}',
         headers=[(k, v) for k, v in unknown.headers if k != "ce_id"] + [("ce_id", b"bad-1")],
     )
     healthy = [p.change("ok1.md", 1, V1), p.change("ok2.md", 1, V2)]
@@ -169,7 +182,8 @@ async def test_unknown_source_disabled_source_and_malformed_events_are_dead_lett
     await p.wait_processed([event_id_of(r) for r in healthy])
     reasons = await _wait_reasons(p, 4)
     assert sorted(reasons) == sorted(
-        [b"unknown_source", b"invalid_event", b"source_disabled", b"invalid_event"])
+        [b"unknown_source", b"invalid_event", b"source_disabled", b"invalid_event"]
+    )
     assert {r["doc_id"] for r in await p.pg_chunks()} == {"ok1.md", "ok2.md"}
     await p.assert_sinks_agree()
 
@@ -204,13 +218,21 @@ async def test_a_metadata_only_change_keeps_chunk_ids_and_restamps_acl(
 async def test_as_of_returns_the_version_that_was_valid_then(pipeline: Pipeline) -> None:
     p = pipeline
     jan, mar, jun = (datetime(2025, m, 1, tzinfo=UTC) for m in (1, 3, 6))
-    await p.wait_processed(p.publish(
-        p.change("policy.md", 1, "# Policy\nStanding access is allowed.\n", observed_at=jan),
-        p.change("policy.md", 2, "# Policy\nOnly just-in-time access is allowed.\n",
-                 observed_at=mar, valid_from=jun),
-    ))
+    await p.wait_processed(
+        p.publish(
+            p.change("policy.md", 1, "# Policy\nStanding access is allowed.\n", observed_at=jan),
+            p.change(
+                "policy.md",
+                2,
+                "# Policy\nOnly just-in-time access is allowed.\n",
+                observed_at=mar,
+                valid_from=jun,
+            ),
+        )
+    )
     assert await query(p, "access allowed", as_of=datetime(2025, 4, 1, tzinfo=UTC)) == [
-        "# Policy\nStanding access is allowed.\n"]
+        "# Policy\nStanding access is allowed.\n"
+    ]
     assert await query(p, "access allowed") == ["# Policy\nOnly just-in-time access is allowed.\n"]
     assert await query(p, "access allowed", as_of=datetime(2024, 12, 1, tzinfo=UTC)) == []
     assert await query(p, "access allowed", purpose="marketing") == []

@@ -6,6 +6,7 @@ the CLI, create topics and read offsets without joining a consumer group.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -30,12 +31,11 @@ def ensure_topics(bootstrap: str, topics: Iterable[str], partitions: int) -> lis
         existing = set(admin.list_topics())
         missing = [name for name in topics if name not in existing]
         if missing:
-            try:
+            # Another process may have created them since we listed: that is fine.
+            with contextlib.suppress(TopicAlreadyExistsError):
                 admin.create_topics(
                     [NewTopic(name, partitions, 1) for name in missing], timeout_ms=10_000
                 )
-            except TopicAlreadyExistsError:
-                pass
         return missing
     finally:
         admin.close()

@@ -198,7 +198,11 @@ class OpenSearchIndex:
         return taken
 
     async def delete_document(
-        self, tenant_id: str, source_id: str, doc_id: str, up_to_sequence: int,
+        self,
+        tenant_id: str,
+        source_id: str,
+        doc_id: str,
+        up_to_sequence: int,
         chunk_ids: Sequence[str],
     ) -> int:
         """Remove a document's chunks of versions <= up_to_sequence from every generation.
@@ -331,7 +335,8 @@ async def rebuild(
     name = await index.create_generation(generation)
     total = 0
     async for batch in batches:
-        total += await index.upsert(batch, index=name)
+        stamped = [c.model_copy(update={"index_generation": generation}) for c in batch]
+        total += await index.upsert(stamped, index=name)
         log.info("projection.rebuild.progress", generation=generation, chunks=total)
     await index.point_alias(generation)
     return total

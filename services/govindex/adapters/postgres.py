@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, LiteralString
 
 import psycopg
 from psycopg import AsyncConnection, sql
@@ -469,10 +469,10 @@ class PostgresChunkStore:
             yield rows
             after = rows[-1].chunk_id
 
-    async def _select_chunks(self, where: str, params: Sequence[Any]) -> list[Chunk]:
+    async def _select_chunks(self, where: LiteralString, params: Sequence[Any]) -> list[Chunk]:
         query = sql.SQL("SELECT {} FROM chunks ").format(
             sql.SQL(", ").join(map(sql.Identifier, CHUNK_COLUMNS))
-        ) + sql.SQL(where)  # type: ignore[arg-type]
+        ) + sql.SQL(where)
         async with self._pool.connection() as conn:
             cur = conn.cursor(row_factory=dict_row)
             try:
@@ -493,8 +493,7 @@ class PostgresChunkStore:
     async def put_blob(self, content_hash: str, content: str) -> None:
         async with transaction(self._pool) as conn:
             await conn.execute(
-                "INSERT INTO blobs (content_hash, content) VALUES (%s, %s) "
-                "ON CONFLICT DO NOTHING",
+                "INSERT INTO blobs (content_hash, content) VALUES (%s, %s) ON CONFLICT DO NOTHING",
                 (content_hash, content),
             )
 
@@ -518,8 +517,7 @@ class PostgresChunkStore:
 def _chunk_row(chunk: Chunk) -> list[Any]:
     data = chunk.model_dump()
     return [
-        list(data[name]) if isinstance(data[name], tuple) else data[name]
-        for name in CHUNK_COLUMNS
+        list(data[name]) if isinstance(data[name], tuple) else data[name] for name in CHUNK_COLUMNS
     ]
 
 

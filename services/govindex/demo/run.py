@@ -27,18 +27,23 @@ from ingest.sources import DEFAULT_INCLUDE, GitSnapshot
 from ingest.state import PostgresIngestState
 
 DEMO_USER = ("user:dana", "group:eng")
-COMMITS = (("v1", "2025-01-10T09:00:00+00:00", "Initial handbook"),
-           ("v2", "2025-05-01T09:00:00+00:00", "New failover tooling; 2025 access policy"))
+COMMITS = (
+    ("v1", "2025-01-10T09:00:00+00:00", "Initial handbook"),
+    ("v2", "2025-05-01T09:00:00+00:00", "New failover tooling; 2025 access policy"),
+)
 
 
 def run_demo() -> int:
     root = Path(tempfile.mkdtemp(prefix="govindex-demo-"))
     stack = EmbeddedStack(root / "state", namespace="demo")
     try:
-        print("1. Starting the embedded stack (PostgreSQL, Kafka-compatible broker, "
-              "OpenSearch-compatible server, Redis) ...")
+        print(
+            "1. Starting the embedded stack (PostgreSQL, Kafka-compatible broker, "
+            "OpenSearch-compatible server, Redis) ..."
+        )
         started = time.monotonic()
-        settings = Settings(state_dir=root / "state", **stack.start())
+        addresses = stack.start()
+        settings = Settings(state_dir=root / "state").model_copy(update=addresses)
         print(f"   up in {time.monotonic() - started:.1f}s")
         return asyncio.run(_walkthrough(settings, root))
     finally:
@@ -50,13 +55,23 @@ def _build_repo(root: Path) -> tuple[Path, list[str]]:
     repo = root / "handbook"
     repo.mkdir()
     corpus = resources.files("govindex.demo") / "corpus"
-    env = {**os.environ, "GIT_AUTHOR_NAME": "Demo", "GIT_AUTHOR_EMAIL": "demo@example.com",
-           "GIT_COMMITTER_NAME": "Demo", "GIT_COMMITTER_EMAIL": "demo@example.com"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "Demo",
+        "GIT_AUTHOR_EMAIL": "demo@example.com",
+        "GIT_COMMITTER_NAME": "Demo",
+        "GIT_COMMITTER_EMAIL": "demo@example.com",
+    }
 
     def git(*args: str, when: str | None = None) -> str:
         extra = {"GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when} if when else {}
-        return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                              text=True, env={**env, **extra}).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(repo), *args],
+            check=True,
+            capture_output=True,
+            text=True,
+            env={**env, **extra},
+        ).stdout.strip()
 
     git("init", "-q", "-b", "main")
     shas = []
@@ -88,25 +103,33 @@ async def _walkthrough(settings: Settings, root: Path) -> int:
         with resources.as_file(manifest_dir / "handbook.yaml") as path:
             (manifest,) = load_manifests([path])
         await PostgresSourceRegistry(pool).register(manifest)
-        print(f"3. Registered source '{manifest.source_id}' (tenant {manifest.tenant}, default "
-              f"ACL {', '.join(manifest.default_acl or [])}, {manifest.deletion_mode.value}).")
+        print(
+            f"3. Registered source '{manifest.source_id}' (tenant {manifest.tenant}, default "
+            f"ACL {', '.join(manifest.default_acl or [])}, {manifest.deletion_mode.value})."
+        )
         repo, shas = _build_repo(root)
         state = PostgresIngestState(pool)
         for n, sha in enumerate(shas, start=1):
             snapshot = GitSnapshot(repo, sha)
             ctx = IngestContext(
-                manifest=manifest, topics=settings.topics,
+                manifest=manifest,
+                topics=settings.topics,
                 source_version=lambda _f, s=snapshot: s.source_version,  # type: ignore[misc]
-                observed_at=snapshot.committed_at, deletion_version=snapshot.source_version,
-                inline_limit=settings.inline_content_limit, include=DEFAULT_INCLUDE,
+                observed_at=snapshot.committed_at,
+                deletion_version=snapshot.source_version,
+                inline_limit=settings.inline_content_limit,
+                include=DEFAULT_INCLUDE,
                 exclude=(),
             )
-            report = await ingest_snapshot(snapshot, ctx, state=state, publisher=publisher,
-                                           blobs=store)
+            report = await ingest_snapshot(
+                snapshot, ctx, state=state, publisher=publisher, blobs=store
+            )
             await _caught_up(pool, manifest.source_id)
-            print(f"4.{n} Ingested commit {sha[:10]} ({snapshot.committed_at:%Y-%m-%d}): "
-                  f"{len(report.created)} created, {len(report.updated)} updated, "
-                  f"{len(report.deleted)} deleted — indexed.")
+            print(
+                f"4.{n} Ingested commit {sha[:10]} ({snapshot.committed_at:%Y-%m-%d}): "
+                f"{len(report.created)} created, {len(report.updated)} updated, "
+                f"{len(report.deleted)} deleted — indexed."
+            )
         await index.refresh()
         print("\n5. Governed queries as user:dana (group:eng):")
         now = datetime.now(UTC)
@@ -118,35 +141,57 @@ async def _walkthrough(settings: Settings, root: Path) -> int:
             ("access policy, as of 2025-03-01", "production access", march),
             ("salary bands (ACL: group:hr only)", "salary bands", now),
         ):
-            hits = await search(Query(text, manifest.tenant, DEMO_USER, "support", as_of, 3),
-                                index=index, store=store)
+            hits = await search(
+                Query(text, manifest.tenant, DEMO_USER, "support", as_of, 3),
+                index=index,
+                store=store,
+            )
             print(f"   - {label}: {len(hits)} result(s)")
             for hit in hits[:2]:
                 c = hit.chunk
                 line = next((ln for ln in c.text.splitlines()[1:] if ln.strip()), "").strip()
-                print(f"       {c.locator} @ {c.source_version[:14]} "
-                      f"valid {c.valid_from:%Y-%m-%d}..{_day(c.valid_to)}: {line[:70]}")
-        hr = await search(Query("salary bands", manifest.tenant, ("group:hr",), None, now, 3),
-                          index=index, store=store)
+                print(
+                    f"       {c.locator} @ {c.source_version[:14]} "
+                    f"valid {c.valid_from:%Y-%m-%d}..{_day(c.valid_to)}: {line[:70]}"
+                )
+        hr = await search(
+            Query("salary bands", manifest.tenant, ("group:hr",), None, now, 3),
+            index=index,
+            store=store,
+        )
         print(f"   - salary bands as group:hr: {len(hr)} result(s) (the ACL admits them)")
         print("\n6. Deleting runbooks/cache-flush.md ...")
         sequence = await delete_document(
-            manifest, "runbooks/cache-flush.md", topics=settings.topics, state=state,
-            publisher=publisher, deleted_at=datetime.now(UTC), reason="retired runbook",
+            manifest,
+            "runbooks/cache-flush.md",
+            topics=settings.topics,
+            state=state,
+            publisher=publisher,
+            deleted_at=datetime.now(UTC),
+            reason="retired runbook",
         )
         receipt = await _purged(pool, manifest.source_id, "runbooks/cache-flush.md", sequence)
         for sink in receipt["sinks"]:
-            print(f"   {sink['sink']:<10} removed {sink['removed']:>3}, remaining "
-                  f"{sink['remaining']}, verified {sink['verified']}")
-        hits = await search(Query("edge cache purge", manifest.tenant, DEMO_USER, None, now, 3),
-                            index=index, store=store)
+            print(
+                f"   {sink['sink']:<10} removed {sink['removed']:>3}, remaining "
+                f"{sink['remaining']}, verified {sink['verified']}"
+            )
+        hits = await search(
+            Query("edge cache purge", manifest.tenant, DEMO_USER, None, now, 3),
+            index=index,
+            store=store,
+        )
         print(f"   query 'edge cache purge' after the purge: {len(hits)} result(s)")
         print("\n7. Documents of source 'handbook':")
         for row in await store.documents(manifest.source_id):
-            print(f"   {row.doc_id:<28} {row.state:<8} seq {row.last_sequence}  "
-                  f"{row.chunk_count} chunks  {row.source_version[:14]}")
-        print("\nDemo complete: versions superseded with history kept, ACL enforced, "
-              "deletion purged and verified.")
+            print(
+                f"   {row.doc_id:<28} {row.state:<8} seq {row.last_sequence}  "
+                f"{row.chunk_count} chunks  {row.source_version[:14]}"
+            )
+        print(
+            "\nDemo complete: versions superseded with history kept, ACL enforced, "
+            "deletion purged and verified."
+        )
         return 0
     finally:
         publisher.close()
@@ -180,8 +225,9 @@ async def _caught_up(pool: object, source_id: str, timeout: float = 60.0) -> Non
     raise TimeoutError(f"the indexer did not catch up with source {source_id} in {timeout}s")
 
 
-async def _purged(pool: object, source_id: str, doc_id: str, sequence: int,
-                  timeout: float = 60.0) -> dict[str, list[dict[str, object]]]:
+async def _purged(
+    pool: object, source_id: str, doc_id: str, sequence: int, timeout: float = 60.0
+) -> dict[str, list[dict[str, object]]]:
     from psycopg_pool import AsyncConnectionPool
 
     assert isinstance(pool, AsyncConnectionPool)
@@ -190,7 +236,8 @@ async def _purged(pool: object, source_id: str, doc_id: str, sequence: int,
         async with pool.connection() as conn:
             cur = await conn.execute(
                 "SELECT receipt FROM purge_receipts WHERE source_id = %s AND doc_id = %s "
-                "AND sequence = %s", (source_id, doc_id, sequence),
+                "AND sequence = %s",
+                (source_id, doc_id, sequence),
             )
             row = await cur.fetchone()
         if row:

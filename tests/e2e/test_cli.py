@@ -1,0 +1,177 @@
+"""The operator's commands against a running `govindex up`, as from a second terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+MANIFEST = """\
+source_id: handbook
+tenant: acme
+source_type: git
+owner_team: platform
+classification: internal
+default_acl: ["group:eng"]
+allowed_purposes: [support]
+trust_level: authoritative
+deletion_mode: tombstone_and_purge
+"""
+
+
+def govindex(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "govindex.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith("GOVINDEX_")},
+    )
+    if check and done.returncode != 0:
+        raise AssertionError(f"govindex {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+    return done
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env
+    ).stdout.strip()
+
+
+@pytest.fixture
+def running(tmp_path: Path) -> Iterator[Path]:
+    """`govindex up` in tmp_path with the default state dir; stopped with Ctrl-C (SIGINT)."""
+    up = subprocess.Popen(
+        [sys.executable, "-m", "govindex.cli", "up"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("GOVINDEX_")},
+    )
+    try:
+        deadline = time.monotonic() + 120
+        assert up.stdout is not None
+        lines = []
+        while time.monotonic() < deadline:
+            line = up.stdout.readline()
+            lines.append(line)
+            if "Press Ctrl-C to stop" in line:
+                break
+            if not line and up.poll() is not None:
+                raise AssertionError("govindex up exited:\n" + "".join(lines))
+        assert (tmp_path / ".govindex" / "stack.json").exists()
+        yield tmp_path
+    finally:
+        up.send_signal(signal.SIGINT)
+        out, _ = up.communicate(timeout=60)
+    assert up.returncode == 0, out
+    assert "stack stopped" in out
+    assert not (tmp_path / ".govindex" / "stack.json").exists()
+
+
+def wait_for(check: object, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():  # type: ignore[operator]
+            return
+        time.sleep(0.3)
+    raise AssertionError("condition not met in time")
+
+
+def test_operator_commands_work_against_a_running_stack(running: Path) -> None:
+    cwd = running
+    (cwd / "handbook.yaml").write_text(MANIFEST)
+    applied = govindex(cwd, "source", "apply", "handbook.yaml")
+    assert "created  handbook" in applied.stdout
+
+    repo = cwd / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "deploy.md").write_text("# Deploy\nShip with the blue pipeline.\n")
+    (repo / "old.md").write_text("# Old\nA retired page about turnips.\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "one")
+    first = govindex(cwd, "ingest", "git", "repo", "--source", "handbook")
+    assert "2 created" in first.stdout
+
+    (repo / "deploy.md").write_text("# Deploy\nShip with the green pipeline.\n")
+    git(repo, "commit", "-q", "-am", "two")
+    second = govindex(cwd, "ingest", "git", "repo", "--source", "handbook")
+    assert "1 updated" in second.stdout and "1 unchanged" in second.stdout
+
+    def documents() -> list[dict[str, object]]:
+        out = govindex(cwd, "documents", "--source", "handbook", "--json").stdout
+        return [json.loads(line) for line in out.splitlines()]
+
+    wait_for(
+        lambda: (
+            {(d["doc_id"], d["last_sequence"]) for d in documents()}
+            == {("deploy.md", 2), ("old.md", 1)}
+        )
+    )
+
+    def query(text: str, *extra: str) -> list[dict[str, object]]:
+        out = govindex(
+            cwd, "query", text, "--tenant", "acme", "--principal", "group:eng", "--json", *extra
+        ).stdout
+        return [json.loads(line) for line in out.splitlines()]
+
+    wait_for(lambda: [h["doc_id"] for h in query("pipeline")] == ["deploy.md"])
+    (hit,) = query("pipeline")
+    assert "green" in str(hit["text"]) and hit["sequence"] == 2
+    assert str(hit["source_version"]).startswith("git:")
+    outsider = govindex(
+        cwd, "query", "pipeline", "--tenant", "acme", "--principal", "user:nobody", "--json"
+    )
+    assert outsider.stdout == ""
+
+    deleted = govindex(cwd, "delete", "--source", "handbook", "--doc", "old.md")
+    assert "sequence 2" in deleted.stdout
+    wait_for(lambda: query("turnips") == [])
+    wait_for(lambda: any(d["doc_id"] == "old.md" and d["state"] == "deleted" for d in documents()))
+    table = govindex(cwd, "documents", "--source", "handbook").stdout
+    assert "old.md" in table and "deleted" in table
+
+    status = govindex(cwd, "status", "--json")
+    report = json.loads(status.stdout)
+    assert all(s["ok"] for s in report["servers"].values()), report["servers"]
+    wait_for(lambda: json.loads(govindex(cwd, "status", "--json").stdout)["pending_purges"] == [])
+    readable = govindex(cwd, "status").stdout
+    assert "dead letters" in readable and "lag" in readable
+
+
+def test_invalid_manifests_are_refused_naming_file_and_field(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        MANIFEST.replace("trust_level: authoritative\n", "").replace(
+            "deletion_mode: tombstone_and_purge", "deletion_mode: shred"
+        )
+    )
+    done = govindex(tmp_path, "source", "apply", "--check", str(bad), check=False)
+    assert done.returncode == 1
+    assert f"{bad}: field 'trust_level': Field required" in done.stderr
+    assert f"{bad}: field 'deletion_mode'" in done.stderr and "'shred'" in done.stderr
+
+
+def test_commands_without_a_stack_say_how_to_start_one(tmp_path: Path) -> None:
+    done = govindex(tmp_path, "documents", "--source", "x", check=False)
+    assert done.returncode == 1
+    assert "govindex up" in done.stderr and "GOVINDEX_PG_DSN" in done.stderr

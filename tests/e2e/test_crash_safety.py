@@ -1,0 +1,125 @@
+"""Invariant 3: Postgres, then OpenSearch, then the offset — a crash in between loses nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from urllib.parse import urlparse
+
+import pytest
+
+from govindex.stack import free_port
+from tests.conftest import Pipeline
+
+pytestmark = pytest.mark.e2e
+
+
+class CuttableProxy:
+    """A loopback TCP proxy to a real server that the test can cut and restore."""
+
+    def __init__(self, target_host: str, target_port: int) -> None:
+        self.target = (target_host, target_port)
+        self.port = free_port()
+        self._server: asyncio.base_events.Server | None = None
+        self._pipes: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
+
+    async def cut(self) -> None:
+        """Stop accepting and drop every open connection: the server is 'down'."""
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+        for writer in list(self._pipes):
+            writer.close()
+        self._pipes.clear()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(*self.target)
+        self._pipes.update({writer, up_writer})
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(ConnectionError, OSError):
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            dst.close()
+
+        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+
+
+@pytest.fixture
+async def proxy(pipeline: Pipeline) -> AsyncIterator[CuttableProxy]:
+    assert pipeline.settings.opensearch_url
+    url = urlparse(pipeline.settings.opensearch_url)
+    assert url.hostname and url.port
+    p = CuttableProxy(url.hostname, url.port)
+    await p.start()
+    yield p
+    await p.cut()
+
+
+def _worker(p: Pipeline, opensearch_url: str) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "GOVINDEX_PG_DSN": p.settings.pg_dsn or "",
+        "GOVINDEX_KAFKA_BOOTSTRAP": p.settings.kafka_bootstrap or "",
+        "GOVINDEX_OPENSEARCH_URL": opensearch_url,
+        "GOVINDEX_NAMESPACE": p.settings.namespace,
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "govindex.cli", "worker", "indexer"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+async def test_indexer_killed_between_postgres_write_and_offset_commit_recovers_exactly(
+    pipeline: Pipeline, proxy: CuttableProxy
+) -> None:
+    p = pipeline
+    await p.stop_workers()  # the in-process workers would take the messages first
+    worker = _worker(p, f"http://127.0.0.1:{proxy.port}")
+    try:
+        first = p.publish(p.change("c.md", 1, "# C\none\n"))
+        await p.wait_processed(first, timeout=90)
+        await proxy.cut()  # OpenSearch now unreachable for the worker
+        second = p.publish(p.change("c.md", 2, "# C\ntwo\n## More\nthree\n"))
+        await p.wait_processed(second, timeout=60)  # Postgres has it ...
+        await asyncio.sleep(1.0)
+        assert {d["sequence"] for d in p.os_chunks("c.md")} == {1}  # ... OpenSearch does not
+        worker.send_signal(signal.SIGKILL)  # crash before the offset commit
+        worker.wait(timeout=10)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    await p.start_workers()  # same consumer group, real OpenSearch address
+
+    async def projected() -> set[int]:
+        return {d["version_sequence"] for d in p.os_chunks("c.md") if d["superseded_at"] is None}
+
+    for _ in range(300):
+        if await projected() == {2}:
+            break
+        await asyncio.sleep(0.2)
+    await p.assert_sinks_agree()
+    rows = await p.pg_chunks("c.md")
+    assert sorted(r["version_sequence"] for r in rows) == [1, 2, 2]
+    async with p.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT count(*) FROM document_versions WHERE tenant_id = %s", (p.tenant,)
+        )
+        assert (await cur.fetchone()) == (2,)
+        cur = await conn.execute(
+            "SELECT count(*) FROM outbox WHERE key LIKE %s AND topic = %s",
+            (f"{p.tenant}/%", p.settings.topics.receipts),
+        )
+        assert (await cur.fetchone()) == (2,)  # one receipt per applied event, no duplicate

@@ -1,0 +1,61 @@
+"""The git reader against a real repository: versions, binary and oversized files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ingest import sources
+from ingest.sources import GitSnapshot, Skipped, SourceReadError, decode_text
+
+pytestmark = pytest.mark.integration
+
+
+def git(repo: Path, *args: str, when: str = "2025-02-03T04:05:06+00:00") -> str:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+        "GIT_AUTHOR_DATE": when,
+        "GIT_COMMITTER_DATE": when,
+    }
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env
+    ).stdout.strip()
+
+
+def test_a_commit_is_read_with_its_sha_time_and_filtered_files(tmp_path: Path) -> None:
+    git(tmp_path, "init", "-q", "-b", "main")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A\n")
+    (tmp_path / "logo.png").write_bytes(b"\x89PNG\x00\x00")
+    (tmp_path / "notes.txt").write_text("plain\n")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-q", "-m", "one")
+    snap = GitSnapshot(tmp_path)
+    assert snap.source_version == f"git:{git(tmp_path, 'rev-parse', 'HEAD')}"
+    assert snap.committed_at.isoformat() == "2025-02-03T04:05:06+00:00"
+    files = snap.files(sources.DEFAULT_INCLUDE, ["notes.*"])
+    assert [f.doc_id for f in files] == ["docs/a.md"]
+    assert [data for _, data in snap.read(files)] == [b"# A\n"]
+
+
+def test_binary_undecodable_and_oversized_content_is_skipped_with_a_reason() -> None:
+    assert isinstance(decode_text(b"abc\x00def", "x"), Skipped)
+    assert "UTF-8" in decode_text(b"\xff\xfe", "x").reason  # type: ignore[union-attr]
+    big = b"a" * (sources.MAX_FILE_BYTES + 1)
+    assert "limit" in decode_text(big, "x").reason  # type: ignore[union-attr]
+    assert decode_text("ünïcode".encode(), "x") == "ünïcode"
+
+
+def test_a_bad_revision_says_what_git_said(tmp_path: Path) -> None:
+    git(tmp_path, "init", "-q")
+    with pytest.raises(SourceReadError, match="rev-parse"):
+        GitSnapshot(tmp_path, "no-such-branch")
+    with pytest.raises(SourceReadError, match="not a git repository"):
+        GitSnapshot(tmp_path / "nowhere")
