@@ -320,11 +320,22 @@ def cmd_up(args: argparse.Namespace) -> int:
             print("govindex: stack stopped", flush=True)
 
 
-async def _serve(settings: Settings, workers: tuple[str, ...], stack: Any) -> int:
+async def _serve(
+    settings: Settings, workers: tuple[str, ...], stack: Any, *, bootstrap: bool = True
+) -> int:
+    from govindex.adapters.opensearch import OpenSearchIndex
     from govindex.bootstrap import prepare
     from govindex.workers import Workers
 
-    generation = await prepare(settings)
+    if bootstrap:
+        generation = await prepare(settings)
+    else:
+        assert settings.opensearch_url
+        index = OpenSearchIndex(settings.opensearch_url, settings.index_alias)
+        try:
+            generation = await index.live_generation() or 0
+        finally:
+            await index.close()
     running = Workers(settings, run=workers)
     await running.start()
     if stack is not None:
@@ -356,7 +367,19 @@ def cmd_worker(args: argparse.Namespace) -> int:
     unknown = set(args.names) - {"indexer", "purger"}
     if unknown:
         raise Failure(f"unknown worker(s) {', '.join(sorted(unknown))}; use indexer, purger")
-    return asyncio.run(_serve(settings, tuple(args.names), None))
+    return asyncio.run(_serve(settings, tuple(args.names), None, bootstrap=False))
+
+
+def cmd_bootstrap(args: argparse.Namespace) -> int:
+    from govindex.bootstrap import prepare
+
+    settings = settings_for(args)
+    generation = run_async_value(prepare(settings))
+    print(
+        f"ready: topics {', '.join(settings.topics.all())}; database migrated; "
+        f"alias {settings.index_alias} -> generation {generation}"
+    )
+    return 0
 
 
 def _alive(pid: int) -> bool:
