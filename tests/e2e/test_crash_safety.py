@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
@@ -66,7 +67,7 @@ async def proxy(pipeline: Pipeline) -> AsyncIterator[CuttableProxy]:
     await p.cut()
 
 
-def _worker(p: Pipeline, opensearch_url: str) -> subprocess.Popen[bytes]:
+def _worker(p: Pipeline, opensearch_url: str, log: Path) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "GOVINDEX_PG_DSN": p.settings.pg_dsn or "",
@@ -75,29 +76,33 @@ def _worker(p: Pipeline, opensearch_url: str) -> subprocess.Popen[bytes]:
         "GOVINDEX_NAMESPACE": p.settings.namespace,
     }
     return subprocess.Popen(
-        [sys.executable, "-m", "govindex.cli", "worker", "indexer"],
+        [sys.executable, "-m", "govindex.cli", "worker", "indexer", "--log-level", "INFO"],
         env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
     )
 
 
 async def test_indexer_killed_between_postgres_write_and_offset_commit_recovers_exactly(
-    pipeline: Pipeline, proxy: CuttableProxy
+    pipeline: Pipeline, proxy: CuttableProxy, tmp_path: Path
 ) -> None:
     p = pipeline
     await p.stop_workers()  # the in-process workers would take the messages first
-    worker = _worker(p, f"http://127.0.0.1:{proxy.port}")
+    log = tmp_path / "worker.log"
+    worker = _worker(p, f"http://127.0.0.1:{proxy.port}", log)
     try:
         first = p.publish(p.change("c.md", 1, "# C\none\n"))
-        await p.wait_processed(first, timeout=90)
+        await p.wait_processed(first, timeout=180)
         await proxy.cut()  # OpenSearch now unreachable for the worker
         second = p.publish(p.change("c.md", 2, "# C\ntwo\n## More\nthree\n"))
-        await p.wait_processed(second, timeout=60)  # Postgres has it ...
+        await p.wait_processed(second, timeout=180)  # Postgres has it ...
         await asyncio.sleep(1.0)
         assert {d["sequence"] for d in p.os_chunks("c.md")} == {1}  # ... OpenSearch does not
         worker.send_signal(signal.SIGKILL)  # crash before the offset commit
         worker.wait(timeout=10)
+    except BaseException:
+        print(log.read_text())  # the worker's own account, shown with the failure
+        raise
     finally:
         if worker.poll() is None:
             worker.kill()
