@@ -111,7 +111,7 @@ async def test_indexer_killed_between_postgres_write_and_offset_commit_recovers_
     async def projected() -> set[int]:
         return {d["version_sequence"] for d in p.os_chunks("c.md") if d["superseded_at"] is None}
 
-    for _ in range(300):
+    for _ in range(900):  # the killed member's session must expire before the rejoin
         if await projected() == {2}:
             break
         await asyncio.sleep(0.2)
