@@ -224,8 +224,22 @@ def build_parser() -> argparse.ArgumentParser:
     schemas.add_argument("--write", action="store_true", help="rewrite the schema files")
     schemas.add_argument("--dir", type=Path, default=Path("schemas"))
 
+    command(
+        "bootstrap",
+        cmd_bootstrap,
+        "prepare configured servers, then exit",
+        "Create topics, migrate the database, create the index template and alias, and\n"
+        "rebuild the projection if the index is empty. Idempotent; run it once per deploy\n"
+        "(a Kubernetes Job, a compose one-shot) before starting workers.",
+    )
+
     worker = command(
-        "worker", cmd_worker, "run workers against configured servers (production entry point)"
+        "worker",
+        cmd_worker,
+        "run workers against configured servers (production entry point)",
+        "Run the indexer and/or the purger (each with an outbox relay) against the servers\n"
+        "named by GOVINDEX_* settings until SIGTERM. Run `govindex bootstrap` first.\n"
+        "Scale by running more replicas, up to the partition count of their topic.",
     )
     worker.add_argument(
         "names",

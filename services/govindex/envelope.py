@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol, cast
 
 from cloudevents.core.bindings import kafka as ce_kafka
 from cloudevents.core.v1.event import CloudEvent
 from pydantic import BaseModel
 
+from govindex import events
 from govindex.errors import InvalidEvent
 
 SOURCE_URI_PREFIX = "/govindex/sources"
@@ -116,4 +117,48 @@ def decode(key: bytes | None, value: bytes | None, headers: list[tuple[str, byte
         time=event.get_time(),
         extensions={k: v for k, v in attributes.items() if k not in standard},
         data=data,
+    )
+
+
+class DocumentIdentity(Protocol):
+    tenant_id: str
+    source_id: str
+    doc_id: str
+    source_version: str
+    sequence: int
+
+    @property
+    def key(self) -> str: ...
+
+
+def encode_document_event(
+    event_type: str,
+    payload: BaseModel,
+    *,
+    op: str,
+    time: datetime | None = None,
+    event_id: str | None = None,
+    extensions: dict[str, str | int] | None = None,
+) -> KafkaRecord:
+    """Encode an event about one document, keyed and identified by the document.
+
+    The id defaults to the deterministic id of (document, source_version, op); extensions
+    always carry the sequence and source version.
+    """
+    doc = cast(DocumentIdentity, payload)
+    return encode(
+        event_type=event_type,
+        event_id=event_id
+        or events.event_id(doc.tenant_id, doc.source_id, doc.doc_id, doc.source_version, op),
+        tenant_id=doc.tenant_id,
+        source_id=doc.source_id,
+        subject=doc.doc_id,
+        key=doc.key,
+        payload=payload,
+        time=time,
+        extensions={
+            "sequence": doc.sequence,
+            "sourceversion": doc.source_version,
+            **(extensions or {}),
+        },
     )

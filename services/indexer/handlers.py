@@ -17,7 +17,7 @@ from govindex.adapters.postgres import (
     TombstonePlan,
     VersionPlan,
 )
-from govindex.envelope import Envelope, encode
+from govindex.envelope import Envelope, encode_document_event
 from govindex.errors import ContentUnavailable, InvalidEvent, SourceDisabled, UnknownSource
 from govindex.events import DocumentChanged, DocumentDeleted, DocumentIndexed
 from govindex.hashing import sha256_hex
@@ -236,20 +236,13 @@ async def _record_deletion(
     )
 
     def announce(result: ApplyResult) -> list[OutboxMessage]:
-        forward = encode(
-            event_type=events.DOCUMENT_DELETED,
-            event_id=envelope.id,
-            tenant_id=payload.tenant_id,
-            source_id=payload.source_id,
-            subject=payload.doc_id,
-            key=payload.key,
-            payload=payload,
+        forward = encode_document_event(
+            events.DOCUMENT_DELETED,
+            payload,
+            op="deleted",
             time=now,
-            extensions={
-                "sequence": payload.sequence,
-                "sourceversion": payload.source_version,
-                "deletionmode": manifest.deletion_mode.value,
-            },
+            event_id=envelope.id,
+            extensions={"deletionmode": manifest.deletion_mode.value},
         )
         return [
             OutboxMessage(ports.topics.tombstones, forward),
@@ -283,22 +276,8 @@ def _receipt(
         index_generation=ports.generation,
         indexed_at=now,
     )
-    record = encode(
-        event_type=events.DOCUMENT_INDEXED,
-        event_id=events.event_id(
-            payload.tenant_id,
-            payload.source_id,
-            payload.doc_id,
-            payload.source_version,
-            f"indexed:{payload.sequence}",
-        ),
-        tenant_id=payload.tenant_id,
-        source_id=payload.source_id,
-        subject=payload.doc_id,
-        key=payload.key,
-        payload=receipt,
-        time=now,
-        extensions={"sequence": payload.sequence, "sourceversion": payload.source_version},
+    record = encode_document_event(
+        events.DOCUMENT_INDEXED, receipt, op=f"indexed:{payload.sequence}", time=now
     )
     return OutboxMessage(ports.topics.receipts, record)
 

@@ -10,7 +10,7 @@ from typing import Protocol
 import structlog
 
 from govindex import events
-from govindex.envelope import KafkaRecord, encode
+from govindex.envelope import KafkaRecord, encode_document_event
 from govindex.events import DocumentChanged, DocumentDeleted
 from govindex.hashing import sha256_hex
 from govindex.records import SourceManifest
@@ -155,19 +155,8 @@ async def ingest_snapshot(
 def _record(
     event_type: str, payload: DocumentChanged | DocumentDeleted, change: str
 ) -> KafkaRecord:
-    return encode(
-        event_type=event_type,
-        event_id=events.event_id(
-            payload.tenant_id, payload.source_id, payload.doc_id, payload.source_version, change
-        ),
-        tenant_id=payload.tenant_id,
-        source_id=payload.source_id,
-        subject=payload.doc_id,
-        key=payload.key,
-        payload=payload,
-        time=payload.observed_at if isinstance(payload, DocumentChanged) else payload.deleted_at,
-        extensions={"sequence": payload.sequence, "sourceversion": payload.source_version},
-    )
+    when = payload.observed_at if isinstance(payload, DocumentChanged) else payload.deleted_at
+    return encode_document_event(event_type, payload, op=change, time=when)
 
 
 async def delete_document(

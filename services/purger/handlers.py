@@ -12,7 +12,7 @@ import structlog
 
 from govindex import events
 from govindex.adapters.postgres import OutboxMessage, TombstoneRow
-from govindex.envelope import Envelope, encode
+from govindex.envelope import Envelope, encode_document_event
 from govindex.errors import InvalidEvent, TransientError
 from govindex.events import DocumentDeleted, DocumentPurged, SinkResult
 from govindex.records import DeletionMode
@@ -111,22 +111,8 @@ async def purge_document(envelope: Envelope, ports: PurgerPorts) -> DocumentPurg
         purged_at=now,
         duration_ms=int((time.monotonic() - started) * 1000),
     )
-    record = encode(
-        event_type=events.DOCUMENT_PURGED,
-        event_id=events.event_id(
-            payload.tenant_id,
-            payload.source_id,
-            payload.doc_id,
-            payload.source_version,
-            f"purged:{payload.sequence}",
-        ),
-        tenant_id=payload.tenant_id,
-        source_id=payload.source_id,
-        subject=payload.doc_id,
-        key=payload.key,
-        payload=receipt,
-        time=now,
-        extensions={"sequence": payload.sequence},
+    record = encode_document_event(
+        events.DOCUMENT_PURGED, receipt, op=f"purged:{payload.sequence}", time=now
     )
     done = await ports.store.complete(
         CONSUMER,

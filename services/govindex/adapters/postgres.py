@@ -99,18 +99,16 @@ class PostgresSourceRegistry:
         return "created" if row is None else "updated"
 
     async def get(self, tenant_id: str, source_id: str) -> SourceManifest | None:
-        async with transaction(self._pool) as conn:
-            cur = await conn.execute(
-                "SELECT manifest FROM sources WHERE tenant_id = %s AND source_id = %s",
-                (tenant_id, source_id),
-            )
-            row = await cur.fetchone()
-        return SourceManifest.model_validate(row[0]) if row else None
+        return await self._one("WHERE tenant_id = %s AND source_id = %s", (tenant_id, source_id))
 
     async def find(self, source_id: str) -> SourceManifest | None:
+        """By source id alone (ids are global): what operator commands name."""
+        return await self._one("WHERE source_id = %s", (source_id,))
+
+    async def _one(self, where: LiteralString, params: tuple[str, ...]) -> SourceManifest | None:
         async with transaction(self._pool) as conn:
             cur = await conn.execute(
-                "SELECT manifest FROM sources WHERE source_id = %s", (source_id,)
+                sql.SQL("SELECT manifest FROM sources ") + sql.SQL(where), params
             )
             row = await cur.fetchone()
         return SourceManifest.model_validate(row[0]) if row else None
