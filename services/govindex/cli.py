@@ -702,11 +702,12 @@ def cmd_query(args: argparse.Namespace) -> int:
         )
         for n, hit in enumerate(hits, start=1):
             c = hit.chunk
-            first = next((ln for ln in c.text.splitlines() if ln.strip()), "").strip()
             print(f"\n{n}. {c.locator}  [{c.kind}]  score {hit.score:.3f}")
-            print(f"   {first[:100]}")
+            print(f"   {' > '.join(c.heading_path)}" if c.heading_path else "   (preamble)")
+            print(f"   {_first_body_line(c.text)[:100]}")
             print(
-                f"   source_version {_short(c.source_version)}  seq {c.sequence}  "
+                f"   source_version {_short(c.source_version)}  version seq "
+                f"{c.version_sequence}  "
                 f"valid {_time(c.valid_from)} .. {_time(c.valid_to) or 'open'}"
             )
             print(
@@ -716,6 +717,12 @@ def cmd_query(args: argparse.Namespace) -> int:
         return 0
 
     return run_async(run())
+
+
+def _first_body_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    body = [ln for ln in lines if not ln.startswith("#")]
+    return (body or lines or [""])[0]
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:

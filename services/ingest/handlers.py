@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Protocol
 
 import structlog
@@ -176,7 +176,7 @@ async def delete_document(
         tenant_id=tenant,
         source_id=source,
         doc_id=doc_id,
-        source_version=f"operator:{deleted_at.isoformat()}",
+        source_version=f"operator:{deleted_at.astimezone(UTC):%Y%m%dT%H%M%S.%fZ}",
         sequence=sequence,
         deleted_at=deleted_at,
         reason=reason,

@@ -150,6 +150,29 @@ def test_operator_commands_work_against_a_running_stack(running: Path) -> None:
     table = govindex(cwd, "documents", "--source", "handbook").stdout
     assert "old.md" in table and "deleted" in table
 
+    # A plain folder as a second source: version = content hash.
+    (cwd / "notes.yaml").write_text(
+        MANIFEST.replace("handbook", "notes").replace("source_type: git", "source_type: folder")
+    )
+    govindex(cwd, "source", "apply", "notes.yaml")
+    folder = cwd / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\nalpha\n")
+    (folder / "b.md").write_text("# B\nbravo\n")
+    assert "2 created" in govindex(cwd, "ingest", "path", "notes", "--source", "notes").stdout
+    (folder / "a.md").write_text("# A\nalpha again\n")
+    (folder / "b.md").unlink()
+    again = govindex(cwd, "ingest", "path", "notes", "--source", "notes").stdout
+    assert "0 created, 1 updated, 1 deleted" in again
+
+    def notes() -> dict[str, tuple[object, object]]:
+        out = govindex(cwd, "documents", "--source", "notes", "--json").stdout
+        rows = [json.loads(line) for line in out.splitlines()]
+        return {str(r["doc_id"]): (r["state"], r["source_version"]) for r in rows}
+
+    wait_for(lambda: notes().get("b.md", ("",))[0] == "deleted")
+    assert str(notes()["a.md"][1]).startswith("sha256:")
+
     status = govindex(cwd, "status", "--json")
     report = json.loads(status.stdout)
     assert all(s["ok"] for s in report["servers"].values()), report["servers"]
