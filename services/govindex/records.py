@@ -60,7 +60,7 @@ class SourceManifest(BaseModel):
     valid_time_field: str | None = None
     deletion_mode: DeletionMode = DeletionMode.TOMBSTONE_AND_PURGE
     history_retention: timedelta = timedelta(days=365)
-    parser: str = "markdown"
+    parser: str = "auto"  # or a parser name: markdown, csv, python, yaml, json, hcl, text
     schema_version: Literal[1] = 1
     enabled: bool = True
 
@@ -82,8 +82,26 @@ class SourceManifest(BaseModel):
 
 
 class ChunkKind(StrEnum):
+    """What part of a document's structure a chunk is."""
+
     PREAMBLE = "preamble"
     SECTION = "section"
+    STEP = "step"
+    CLAUSE = "clause"
+    LIST_ITEM = "list_item"
+    TIMELINE_ENTRY = "timeline_entry"
+    FINDING = "finding"
+    ROOT_CAUSE = "root_cause"
+    ACTION_ITEM = "action_item"
+    TABLE = "table"
+    ROW_GROUP = "row_group"
+    FUNCTION = "function"
+    CLASS = "class"
+    MODULE = "module"
+    KEY = "key"
+    RESOURCE = "resource"
+    BLOCK = "block"
+    PARAGRAPH = "paragraph"
 
 
 class Span(BaseModel):
@@ -107,6 +125,8 @@ class ChunkDraft(BaseModel):
     heading_path: tuple[str, ...]
     anchor: str
     parent_ordinal: int | None = None
+    labels: tuple[str, ...] = ()
+    context: str = ""
 
 
 class Access(BaseModel):
@@ -153,6 +173,8 @@ class Chunk(BaseModel):
     line_start: int
     line_end: int
     heading_path: tuple[str, ...]
+    labels: tuple[str, ...] = ()
+    context: str = ""
     parent_id: str | None
     prev_id: str | None
     next_id: str | None

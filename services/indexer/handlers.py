@@ -23,7 +23,7 @@ from govindex.events import DocumentChanged, DocumentDeleted, DocumentIndexed
 from govindex.hashing import sha256_hex
 from govindex.records import Chunk, SourceManifest
 from govindex.settings import Topics
-from indexer.parsing import parser_for
+from indexer.parsers import parser_for
 from indexer.stamping import (
     StampContext,
     resolve_access,
@@ -167,7 +167,7 @@ async def _apply_change(
             f"content does not match content_hash {payload.content_hash}; the event was "
             "altered or built wrongly"
         )
-    parser = parser_for(manifest.parser)
+    parser = parser_for(manifest.parser, payload.path or payload.doc_id)
     parsed = parser.parse(content)
     access = resolve_access(manifest, payload, parsed.frontmatter)
     valid_from, valid_to = resolve_validity(manifest, payload, parsed.frontmatter)

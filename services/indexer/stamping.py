@@ -217,6 +217,8 @@ def stamp_chunks(ctx: StampContext, drafts: Sequence[ChunkDraft]) -> list[Chunk]
                 line_start=draft.span.line_start,
                 line_end=draft.span.line_end,
                 heading_path=draft.heading_path,
+                labels=draft.labels,
+                context=draft.context,
                 parent_id=by_ordinal.get(parent) if parent is not None else None,
                 prev_id=ids[i - 1] if i > 0 else None,
                 next_id=ids[i + 1] if i + 1 < len(ids) else None,

@@ -10,7 +10,7 @@ from govindex.errors import InvalidEvent, MissingAcl
 from govindex.events import DocumentChanged
 from govindex.hashing import sha256_hex
 from govindex.records import SourceManifest
-from indexer.parsing import MarkdownParser
+from indexer.parsers.markdown import MarkdownParser
 from indexer.stamping import (
     StampContext,
     contains_instructions,
@@ -86,12 +86,14 @@ def test_structure_links_parent_children_and_neighbours() -> None:
         parser_version="1.0.0",
         index_generation=1,
     )
-    top, steps = stamp_chunks(ctx, parsed.chunks)
+    top, steps, first, second = stamp_chunks(ctx, parsed.chunks)
     assert steps.parent_id == top.chunk_id
+    assert first.parent_id == second.parent_id == steps.chunk_id
     assert (top.next_id, steps.prev_id) == (steps.chunk_id, top.chunk_id)
     assert steps.locator == "docs/run.md#steps"
-    assert (steps.line_start, steps.line_end) == (3, 5)
-    assert steps.token_estimate == -(-len(steps.text) // 4)
+    assert first.locator == "docs/run.md#L4-L4" and first.labels == ("step:1",)
+    assert (second.line_start, second.line_end) == (5, 5)
+    assert second.token_estimate == -(-len(second.text) // 4)
 
 
 def test_no_acl_anywhere_is_rejected_never_public() -> None:

@@ -53,6 +53,8 @@ MAPPING: dict[str, Any] = {
         "line_start": {"type": "integer"},
         "line_end": {"type": "integer"},
         "heading_path": {"type": "text", "fields": {"raw": _KEYWORD}},
+        "labels": _KEYWORD,
+        "context": {"type": "text"},
         "parent_id": _KEYWORD,
         "prev_id": _KEYWORD,
         "next_id": _KEYWORD,
@@ -108,8 +110,21 @@ class OpenSearchIndex:
         }
         try:
             await self._client.indices.put_index_template(name=self.alias, body=body)
+            # Generations created under an older template learn new fields (additive only).
+            for name in await self.generations():
+                await self._client.indices.put_mapping(index=name, body=MAPPING)
         except Exception as exc:
             raise _translate(exc, "template creation") from exc
+
+    async def generations(self) -> list[str]:
+        """Every index of this alias's generations, live or retired."""
+        try:
+            found = await self._client.indices.get(index=self.pattern)
+        except os_exc.NotFoundError:
+            return []
+        except Exception as exc:
+            raise _translate(exc, "generation lookup") from exc
+        return sorted(found)
 
     async def live_generation(self) -> int | None:
         try:
@@ -212,13 +227,7 @@ class OpenSearchIndex:
         refused rather than resurrecting the chunk; a delete-by-query sweeps the rest.
         """
         removed = 0
-        try:
-            generations = await self._client.indices.get(index=self.pattern)
-        except os_exc.NotFoundError:
-            generations = {}
-        except Exception as exc:
-            raise _translate(exc, "generation lookup") from exc
-        for index in sorted(generations):
+        for index in await self.generations():
             lines: list[dict[str, Any]] = [
                 {
                     "delete": {

@@ -1,0 +1,55 @@
+"""Parsers, each with its own name and version; chosen by the manifest or the file type."""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+from govindex.errors import InvalidEvent
+from indexer.parsers.base import ParsedDocument, Parser, SizePolicy
+from indexer.parsers.code import HclParser, JsonParser, PythonParser, YamlParser
+from indexer.parsers.markdown import MarkdownParser, split_frontmatter
+from indexer.parsers.tabular import CsvParser
+from indexer.parsers.text import PlainTextParser
+
+PARSERS: dict[str, Parser] = {
+    p.name: p
+    for p in (
+        MarkdownParser(),
+        CsvParser(),
+        PythonParser(),
+        YamlParser(),
+        JsonParser(),
+        HclParser(),
+        PlainTextParser(),
+    )
+}
+BY_SUFFIX = {
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".csv": "csv",
+    ".py": "python",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".json": "json",
+    ".tf": "hcl",
+    ".hcl": "hcl",
+    ".txt": "text",
+}
+AUTO = "auto"
+
+
+def parser_for(name: str, path: str | None = None) -> Parser:
+    """The manifest's parser, or with `auto` the one for the file's type (text otherwise)."""
+    if name == AUTO:
+        suffix = PurePosixPath(path or "").suffix.lower()
+        return PARSERS[BY_SUFFIX.get(suffix, "text")]
+    try:
+        return PARSERS[name]
+    except KeyError:
+        raise InvalidEvent(
+            f"the manifest names parser {name!r}, which this indexer does not have; "
+            f"known parsers: {', '.join(sorted([*PARSERS, AUTO]))}"
+        ) from None
+
+
+__all__ = ["PARSERS", "ParsedDocument", "Parser", "SizePolicy", "parser_for", "split_frontmatter"]
