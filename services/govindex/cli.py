@@ -203,6 +203,22 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--limit", type=int, default=10)
     query.add_argument("--json", action="store_true", help="full chunk records as JSON lines")
 
+    chunk = command(
+        "chunk",
+        cmd_chunk,
+        "show how a file would be cut into chunks",
+        "Parse FILE locally (no servers needed) and print each chunk's kind, locator, span,\n"
+        "heading path, labels, token estimate and first line, or the full records as JSON\n"
+        "lines. The parser comes from --parser or, by default, from the file type.\n\n"
+        "  govindex chunk runbooks/db-failover.md\n"
+        "  govindex chunk infra/main.tf --json",
+    )
+    chunk.add_argument("file", type=Path, metavar="FILE")
+    chunk.add_argument(
+        "--parser", default="auto", help="markdown, csv, python, yaml, json, hcl, text or auto"
+    )
+    chunk.add_argument("--json", action="store_true", help="full chunk records as JSON lines")
+
     reindex = command(
         "reindex",
         cmd_reindex,
@@ -723,6 +739,71 @@ def _first_body_line(text: str) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     body = [ln for ln in lines if not ln.startswith("#")]
     return (body or lines or [""])[0]
+
+
+def cmd_chunk(args: argparse.Namespace) -> int:
+    from govindex.errors import InvalidEvent
+    from govindex.hashing import sha256_hex
+    from indexer.parsers import parser_for
+    from indexer.stamping import simhash64, token_estimate
+
+    try:
+        text = args.file.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise Failure(f"{args.file}: no such file") from None
+    except UnicodeDecodeError as exc:
+        raise Failure(f"{args.file} is not UTF-8 text ({exc.reason}); govindex skips it") from None
+    parser = parser_for(args.parser, args.file.name)
+    try:
+        parsed = parser.parse(text)
+    except InvalidEvent as exc:
+        raise Failure(f"{args.file}: {exc}") from None
+    where = args.file.as_posix()
+    if args.json:
+        for c in parsed.chunks:
+            record = c.model_dump(mode="json")
+            record.update(
+                parser=parser.name,
+                parser_version=parser.version,
+                locator=_locator(where, c.anchor, c.span.line_start, c.span.line_end),
+                content_hash=sha256_hex(c.text),
+                token_estimate=token_estimate(c.text),
+                simhash=simhash64(c.text),
+            )
+            print(json.dumps(record, ensure_ascii=False))
+        return 0
+    print(
+        f"{where}: {len(parsed.chunks)} chunks by {parser.name}@{parser.version}"
+        + (f", frontmatter {sorted(parsed.frontmatter)}" if parsed.frontmatter else "")
+    )
+    rows: list[tuple[str, ...]] = [
+        ("#", "KIND", "LOCATOR", "LINES", "CHARS", "TOKENS", "PARENT", "LABELS", "FIRST LINE")
+    ]
+    for c in parsed.chunks:
+        rows.append(
+            (
+                str(c.ordinal),
+                c.kind.value,
+                "#"
+                + _locator(where, c.anchor, c.span.line_start, c.span.line_end).split("#", 1)[1],
+                f"{c.span.line_start}-{c.span.line_end}",
+                f"{c.span.char_start}-{c.span.char_end}",
+                str(token_estimate(c.text)),
+                "-" if c.parent_ordinal is None else str(c.parent_ordinal),
+                ",".join(c.labels)[:32] or "-",
+                _first_line(c.text)[:50],
+            )
+        )
+    _print_table(rows)
+    return 0
+
+
+def _locator(where: str, anchor: str, first: int, last: int) -> str:
+    return f"{where}#{anchor}" if anchor else f"{where}#L{first}-L{last}"
+
+
+def _first_line(text: str) -> str:
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:

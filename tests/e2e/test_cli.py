@@ -198,3 +198,21 @@ def test_commands_without_a_stack_say_how_to_start_one(tmp_path: Path) -> None:
     done = govindex(tmp_path, "documents", "--source", "x", check=False)
     assert done.returncode == 1
     assert "govindex up" in done.stderr and "GOVINDEX_PG_DSN" in done.stderr
+
+
+def test_chunk_shows_how_a_file_is_cut_without_any_server(tmp_path: Path) -> None:
+    doc = tmp_path / "run.md"
+    doc.write_text("# Failover\n\nIntro.\n\n## Steps\n\n1. Freeze.\n2. Promote.\n")
+    table = govindex(tmp_path, "chunk", str(doc)).stdout
+    assert "4 chunks by markdown@2.0.0" in table
+    assert "#steps" in table and "step:2" in table
+    records = [
+        json.loads(line)
+        for line in govindex(tmp_path, "chunk", str(doc), "--json").stdout.splitlines()
+    ]
+    assert [r["kind"] for r in records] == ["section", "section", "step", "step"]
+    text = doc.read_text()
+    assert all(text[r["span"]["char_start"] : r["span"]["char_end"]] == r["text"] for r in records)
+    assert records[3]["parent_ordinal"] == 1 and records[3]["locator"].endswith("#L8-L8")
+    missing = govindex(tmp_path, "chunk", "nope.md", check=False)
+    assert missing.returncode == 1 and "no such file" in missing.stderr

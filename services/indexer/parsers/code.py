@@ -1,5 +1,6 @@
 """Code and configuration: Python by function and class (ast), YAML and JSON by top-level key
-or resource, Terraform / HCL by block. Locators carry the file path and line range. Code
+or resource, Terraform / HCL by block. Locators are the file path and line range (no
+anchors: line numbers are what an editor opens). Code
 that does not parse is cut by paragraphs and labelled `unparsed`, never dropped."""
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class PythonParser:
                         0,
                         kind,
                         (*path, node.name),
-                        node.name,
+                        "",  # code is located by line range, not by anchor
                         parent,
                         (f"{label}:{node.name}",),
                         atomic=True,
@@ -123,7 +124,7 @@ class YamlParser:
                             0,
                             ChunkKind.KEY,
                             (name,),
-                            name,
+                            "",
                             labels=(f"key:{name}",),
                             atomic=True,
                         ),
@@ -153,7 +154,7 @@ class YamlParser:
                         0,
                         ChunkKind.RESOURCE,
                         (title,) if title else (),
-                        title,
+                        "",
                         labels=labels,
                         atomic=True,
                     ),
@@ -182,7 +183,7 @@ class JsonParser:
         kind = ChunkKind.KEY if isinstance(value, dict) else ChunkKind.RESOURCE
         for off, name in zip(members, names, strict=False):
             starts.append(
-                (off, Segment(off, 0, kind, (name,), name, labels=(f"key:{name}",), atomic=True))
+                (off, Segment(off, 0, kind, (name,), "", labels=(f"key:{name}",), atomic=True))
             )
         segments = _cover(text, _dedupe(starts))
         if len(segments) > 1 and not text[: segments[1].start].strip().strip("{[").strip():
@@ -251,7 +252,7 @@ class HclParser:
             title = ".".join([block.group(1), *words])
             labels = (f"block:{block.group(1)}", *(f"label:{w}" for w in words))
             starts.append(
-                (off, Segment(off, 0, ChunkKind.BLOCK, (title,), title, labels=labels, atomic=True))
+                (off, Segment(off, 0, ChunkKind.BLOCK, (title,), "", labels=labels, atomic=True))
             )
         return finalize(text, _cover(text, _dedupe(starts)), policy=self.policy)
 
