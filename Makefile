@@ -24,13 +24,18 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check services tests
-	$(BIN)/ruff format --check services tests
+	$(BIN)/ruff check services tests bench
+	$(BIN)/ruff format --check services tests bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
 check: lint typecheck test
+
+# Benchmarks compare against other libraries, installed here only (never a runtime dependency).
+bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet langchain-text-splitters
+	$(BIN)/python bench/chunking.py
 
 schemas: $(STAMP)
 	$(BIN)/govindex schemas --write

@@ -761,7 +761,7 @@ def cmd_chunk(args: argparse.Namespace) -> int:
     where = args.file.as_posix()
     if args.json:
         for c in parsed.chunks:
-            record = c.model_dump(mode="json")
+            record = c.as_json()
             record.update(
                 parser=parser.name,
                 parser_version=parser.version,

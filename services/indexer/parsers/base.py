@@ -79,11 +79,18 @@ class LineIndex:
     def lines(self, start: int = 0) -> list[tuple[int, str]]:
         """(offset, line without its ending) for every line from `start` on."""
         first = self.line_of(start) - 1
+        text, starts = self.text, self.starts
+        bounds = [*starts[first + 1 :], len(text)]
         out = []
-        for i in range(first, len(self.starts)):
-            begin = max(self.starts[i], start)
-            end = self.starts[i + 1] if i + 1 < len(self.starts) else len(self.text)
-            out.append((begin, NEWLINE.sub("", self.text[begin:end], count=1)))
+        begin = max(starts[first], start) if first < len(starts) else len(text)
+        for end in bounds:
+            line = text[begin:end]
+            if line.endswith("\n"):
+                line = line[:-2] if line.endswith("\r\n") else line[:-1]
+            elif line.endswith("\r"):
+                line = line[:-1]
+            out.append((begin, line))
+            begin = end
         return out
 
 
@@ -194,6 +201,7 @@ def finalize(
     frontmatter: Mapping[str, Any] | None = None,
     body_start: int = 0,
     policy: SizePolicy = DEFAULT_POLICY,
+    lines: LineIndex | None = None,
 ) -> ParsedDocument:
     """Drop empty segments, apply the size policy, number, anchor and link the rest."""
     kept = [s for s in segments if text[s.start : s.end].strip()]
@@ -202,7 +210,7 @@ def finalize(
         while seg.parent is not None and id(seg.parent) not in kept_ids:
             seg.parent = seg.parent.parent
     final = apply_size_policy(text, kept, policy)
-    lines = LineIndex(text)
+    lines = lines or LineIndex(text)
     ordinal = {id(s): i for i, s in enumerate(final)}
     used: dict[str, int] = {}
     drafts = []

@@ -61,6 +61,8 @@ ENTRY_KIND = {
     "action_items": ChunkKind.ACTION_ITEM,
 }
 ROW_GROUP_ROWS = 20
+_ITEM_HEADS = frozenset("-*+")
+_CLAUSE_HEADS = frozenset("§(*")
 
 
 def split_frontmatter(text: str) -> tuple[dict[str, Any], int]:
@@ -93,7 +95,7 @@ def role_of(title: str) -> str | None:
     return ROLES.get(words)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Line:
     offset: int
     text: str
@@ -109,11 +111,14 @@ class MarkdownParser:
 
     def parse(self, text: str) -> ParsedDocument:
         frontmatter, body_start = split_frontmatter(text)
-        lines = self._lines(text, body_start)
+        index = LineIndex(text)
+        lines = self._lines(index, body_start)
         segments: list[Segment] = []
         stack: list[tuple[int, Segment]] = []
         heading_rows = [
-            i for i, ln in enumerate(lines) if not ln.in_fence and _HEADING.match(ln.text)
+            i
+            for i, ln in enumerate(lines)
+            if not ln.in_fence and ln.text.lstrip(" ")[:1] == "#" and _HEADING.match(ln.text)
         ]
         bounds = (
             [0, *heading_rows, len(lines)]
@@ -166,15 +171,22 @@ class MarkdownParser:
             self._blocks(text, lines[first + 1 : last], end, section, role, segments)
         _link_definitions(text, segments)
         return finalize(
-            text, segments, frontmatter=frontmatter, body_start=body_start, policy=self.policy
+            text,
+            segments,
+            frontmatter=frontmatter,
+            body_start=body_start,
+            policy=self.policy,
+            lines=index,
         )
 
     @staticmethod
-    def _lines(text: str, start: int) -> list[_Line]:
+    def _lines(index: LineIndex, start: int) -> list[_Line]:
         out: list[_Line] = []
         fence: str | None = None
-        for offset, line in LineIndex(text).lines(start):
-            opened = _FENCE.match(line)
+        for offset, line in index.lines(start):
+            # Most lines are prose: test the first character before running a regex.
+            head = line.lstrip(" ")[:1]
+            opened = _FENCE.match(line) if head in ("`", "~") else None
             inside = fence is not None
             if opened:
                 marker = opened.group(1)
@@ -215,8 +227,9 @@ class MarkdownParser:
                 i = self._table(text, body, i, end, section, blocks)
                 current, item_indent, after_table = None, -1, True
                 continue
-            item = _ITEM.match(line.text)
-            clause = _CLAUSE.match(line.text)
+            head = line.text.lstrip(" ")[:1]
+            item = _ITEM.match(line.text) if head in _ITEM_HEADS or head.isdigit() else None
+            clause = _CLAUSE.match(line.text) if head in _CLAUSE_HEADS or head.isdigit() else None
             indent = len(item.group(1)) if item else -1
             is_entry = item is not None and (item.group(2)[0].isdigit() or entry_kind)
             if is_entry and item is not None and (current is None or indent <= item_indent):

@@ -1,0 +1,102 @@
+"""Chunking throughput: govindex's Markdown parser against LangChain's splitters, one run.
+
+Prints MB/s for each and the ratios, plus how time grows when a heading-dense document
+doubles (a quadratic path would show ~4x). Not a test: run it with `make bench`.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import statistics
+import time
+from collections.abc import Callable
+
+from langchain_text_splitters import MarkdownHeaderTextSplitter, RecursiveCharacterTextSplitter
+
+from indexer.parsers.markdown import MarkdownParser
+
+BUDGET = 2400  # characters per chunk, the same for every splitter
+
+
+def runbook(i: int, rng: random.Random) -> str:
+    steps = "\n".join(
+        f"{n}. {rng.choice(VERBS)} the {rng.choice(NOUNS)} on host-{i}-{n}."
+        for n in range(1, rng.randint(3, 9))
+    )
+    para = " ".join(rng.choice(WORDS) for _ in range(rng.randint(40, 160)))
+    rows = "\n".join(f"| svc-{i}-{r} | team-{r % 5} | {rng.randint(1, 99)} |" for r in range(6))
+    return (
+        f"# Runbook {i}: {rng.choice(NOUNS)} recovery\n\n{para}\n\n## Prerequisites\n\n"
+        f"- Access to the {rng.choice(NOUNS)} console.\n\n## Steps\n\n{steps}\n\n"
+        f"## Inventory\n\n| service | owner | weight |\n|---|---|---|\n{rows}\n\n"
+        f"## Validation\n\n{para[:300]}\n\n```sh\n# not a heading\ncheck --all\n```\n\n"
+        f"## Rollback\n\n{para[:200]}\n\n"
+    )
+
+
+def heading_dense(n: int) -> str:
+    return "".join(f"{'#' * (1 + k % 4)} Heading {k}\n\nShort text {k}.\n\n" for k in range(n))
+
+
+VERBS = ["Restart", "Drain", "Promote", "Freeze", "Check", "Rotate", "Scale"]
+NOUNS = ["database", "cache", "queue", "gateway", "replica", "scheduler", "index"]
+WORDS = (
+    "the service owner must confirm that every replica reports healthy before the "
+    "traffic is shifted back and the incident channel is told"
+).split()
+
+
+def best_seconds(fn: Callable[[], object], repeat: int = 5) -> float:
+    times = []
+    for _ in range(repeat):
+        gc.collect()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> None:
+    rng = random.Random(7)
+    docs = [runbook(i, rng) for i in range(1500)]
+    megabytes = sum(len(d.encode()) for d in docs) / 1e6
+    ours = MarkdownParser()
+    recursive = RecursiveCharacterTextSplitter(chunk_size=BUDGET, chunk_overlap=0)
+    headers = MarkdownHeaderTextSplitter(
+        headers_to_split_on=[("#" * k, f"h{k}") for k in range(1, 7)], strip_headers=False
+    )
+    contenders: dict[str, Callable[[str], object]] = {
+        "govindex markdown parser": ours.parse,
+        "langchain RecursiveCharacterTextSplitter": recursive.split_text,
+        "langchain MarkdownHeaderTextSplitter": headers.split_text,
+    }
+    print(f"corpus: {len(docs)} runbooks, {megabytes:.2f} MB, budget {BUDGET} chars\n")
+    speed = {}
+    for name, split in contenders.items():
+        seconds = best_seconds(lambda split=split: [split(d) for d in docs])
+        speed[name] = megabytes / seconds
+        print(f"  {name:<42} {speed[name]:8.2f} MB/s")
+    base = speed["govindex markdown parser"]
+    print()
+    for name in list(contenders)[1:]:
+        print(f"  govindex / {name.split()[1]:<32} {base / speed[name]:6.2f}x")
+    print("\nscaling (heading-dense document, time when the document doubles):")
+    ratios = []
+    for n in (2000, 4000, 8000):
+        single = best_seconds(lambda n=n: ours.parse(heading_dense(n)), repeat=3)
+        double = best_seconds(lambda n=n: ours.parse(heading_dense(2 * n)), repeat=3)
+        ratios.append(double / single)
+        print(
+            f"  {n:>5} -> {2 * n:>5} headings: {single * 1000:7.1f} ms -> "
+            f"{double * 1000:7.1f} ms  ({double / single:.2f}x)"
+        )
+    print(f"  median doubling ratio {statistics.median(ratios):.2f}x (target <= 2.3x)")
+    print(
+        f"\ntarget: govindex >= 2x RecursiveCharacterTextSplitter: "
+        f"{base / speed['langchain RecursiveCharacterTextSplitter']:.2f}x"
+    )
+
+
+if __name__ == "__main__":
+    main()
