@@ -41,10 +41,30 @@ def heading_dense(n: int) -> str:
 
 VERBS = ["Restart", "Drain", "Promote", "Freeze", "Check", "Rotate", "Scale"]
 NOUNS = ["database", "cache", "queue", "gateway", "replica", "scheduler", "index"]
-WORDS = (
-    "the service owner must confirm that every replica reports healthy before the "
-    "traffic is shifted back and the incident channel is told"
-).split()
+WORDS = [
+    "the",
+    "service",
+    "owner",
+    "must",
+    "confirm",
+    "that",
+    "every",
+    "replica",
+    "reports",
+    "healthy",
+    "before",
+    "the",
+    "traffic",
+    "is",
+    "shifted",
+    "back",
+    "and",
+    "the",
+    "incident",
+    "channel",
+    "is",
+    "told",
+]
 
 
 def best_seconds(fn: Callable[[], object], repeat: int = 5) -> float:
