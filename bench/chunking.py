@@ -42,28 +42,9 @@ def heading_dense(n: int) -> str:
 VERBS = ["Restart", "Drain", "Promote", "Freeze", "Check", "Rotate", "Scale"]
 NOUNS = ["database", "cache", "queue", "gateway", "replica", "scheduler", "index"]
 WORDS = [
-    "the",
-    "service",
-    "owner",
-    "must",
-    "confirm",
-    "that",
-    "every",
-    "replica",
-    "reports",
-    "healthy",
-    "before",
-    "the",
-    "traffic",
-    "is",
-    "shifted",
-    "back",
-    "and",
-    "the",
-    "incident",
-    "channel",
-    "is",
-    "told",
+    *["the", "service", "owner", "must", "confirm", "that", "every", "replica", "reports"],
+    *["healthy", "before", "the", "traffic", "is", "shifted", "back", "and", "the"],
+    *["incident", "channel", "is", "told"],
 ]
 
 
