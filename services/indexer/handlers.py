@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from govindex import events
 from govindex.adapters.postgres import (
     ApplyResult,
+    GraphEdge,
     OutboxMessage,
     TombstonePlan,
     VersionPlan,
@@ -23,6 +24,7 @@ from govindex.events import DocumentChanged, DocumentDeleted, DocumentIndexed
 from govindex.hashing import sha256_hex
 from govindex.records import Chunk, SourceManifest
 from govindex.settings import Topics
+from indexer.graph import extract_edges
 from indexer.parsers import parser_for
 from indexer.stamping import (
     StampContext,
@@ -206,6 +208,10 @@ async def _apply_change(
         parser_version=parser.version,
         chunks=chunks,
         version_id=version_id(payload.key, payload.sequence),
+        edges=[
+            GraphEdge(e.subject, e.relation, e.object, e.subject_alias, e.object_alias)
+            for e in extract_edges(payload.source_id, payload.doc_id, parsed.frontmatter)
+        ],
     )
 
     def announce(result: ApplyResult) -> list[OutboxMessage]:

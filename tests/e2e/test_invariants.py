@@ -236,3 +236,42 @@ async def test_as_of_returns_the_version_that_was_valid_then(pipeline: Pipeline)
     assert await query(p, "access allowed") == ["# Policy\nOnly just-in-time access is allowed.\n"]
     assert await query(p, "access allowed", as_of=datetime(2024, 12, 1, tzinfo=UTC)) == []
     assert await query(p, "access allowed", purpose="marketing") == []
+
+
+async def test_graph_edges_are_versioned_not_overwritten_and_go_with_a_purge(
+    pipeline: Pipeline,
+) -> None:
+    p = pipeline
+    jan, apr = datetime(2025, 1, 1, tzinfo=UTC), datetime(2025, 4, 1, tzinfo=UTC)
+    v1 = "---\nservice: Orders DB\nowner: team-a\n---\n# Failover\nSteps.\n"
+    v2 = v1.replace("team-a", "team-b")
+    await p.wait_processed(
+        p.publish(
+            p.change("runbooks/db.md", 1, v1, observed_at=jan),
+            p.change("runbooks/db.md", 2, v2, observed_at=apr),
+        )
+    )
+    async with p.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT object, valid_from, valid_to, superseded_at IS NOT NULL, "
+            " evidence_chunk_id IS NOT NULL FROM graph_edges WHERE tenant_id = %s "
+            " AND relation = 'OWNED_BY' ORDER BY valid_from",
+            (p.tenant,),
+        )
+        owners = await cur.fetchall()
+        cur = await conn.execute(
+            "SELECT aliases FROM graph_entities WHERE tenant_id = %s AND entity_id = %s",
+            (p.tenant, "service:orders-db"),
+        )
+        assert (await cur.fetchone()) == (["Orders DB"],)
+    assert owners == [
+        ("team:team-a", jan, apr, True, True),
+        ("team:team-b", apr, None, False, True),
+    ]
+    await p.wait_processed(p.publish(p.deletion("runbooks/db.md", 3)))
+    await p.wait_purged("runbooks/db.md", 3)
+    async with p.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT count(*) FROM graph_edges WHERE tenant_id = %s", (p.tenant,)
+        )
+        assert (await cur.fetchone()) == (0,)

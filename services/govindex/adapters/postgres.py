@@ -7,6 +7,7 @@ it, so a crash anywhere leaves either all of it or none of it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -115,6 +116,15 @@ class PostgresSourceRegistry:
 
 
 @dataclass(frozen=True)
+class GraphEdge:
+    subject: str
+    relation: str
+    object: str
+    subject_alias: str
+    object_alias: str
+
+
+@dataclass(frozen=True)
 class VersionPlan:
     """A new content revision (or a metadata-only change) the indexer wants to apply."""
 
@@ -139,6 +149,7 @@ class VersionPlan:
     parser_version: str
     chunks: Sequence[Chunk]
     version_id: str
+    edges: Sequence[GraphEdge] = ()
 
 
 @dataclass(frozen=True)
@@ -290,6 +301,11 @@ class PostgresChunkStore:
                 version_id,
             ),
         )
+        await conn.execute(
+            "UPDATE graph_edges SET valid_from = %s, valid_to = %s, source_version = %s "
+            "WHERE version_id = %s",
+            (plan.valid_from, plan.valid_to, plan.source_version, version_id),
+        )
         await self._end_older_validity(conn, plan, exclude=version_id)
         return ApplyResult("metadata_updated", version_id, cur.rowcount)
 
@@ -318,6 +334,9 @@ class PostgresChunkStore:
             )
             + sql.SQL(where),
             params,
+        )
+        await conn.execute(
+            sql.SQL("UPDATE graph_edges SET valid_to = %s ") + sql.SQL(where), params
         )
 
     async def _insert_version(self, conn: AsyncConnection[Any], plan: VersionPlan) -> ApplyResult:
@@ -361,6 +380,12 @@ class PostgresChunkStore:
             ),
         )
         await self._end_older_validity(conn, plan, exclude=plan.version_id)
+        await conn.execute(
+            "UPDATE graph_edges SET superseded_at = %s WHERE tenant_id = %s AND source_id = %s "
+            "AND doc_id = %s AND superseded_at IS NULL",
+            (plan.recorded_at, plan.tenant_id, plan.source_id, plan.doc_id),
+        )
+        await self._insert_edges(conn, plan)
         if plan.chunks:
             insert = sql.SQL("INSERT INTO chunks ({}) VALUES ({})").format(
                 sql.SQL(", ").join(map(sql.Identifier, CHUNK_COLUMNS)),
@@ -369,6 +394,47 @@ class PostgresChunkStore:
             async with conn.cursor() as cur:
                 await cur.executemany(insert, [_chunk_row(chunk) for chunk in plan.chunks])
         return ApplyResult("indexed", plan.version_id, len(plan.chunks))
+
+    async def _insert_edges(self, conn: AsyncConnection[Any], plan: VersionPlan) -> None:
+        evidence = plan.chunks[0].chunk_id if plan.chunks else None
+        for edge in plan.edges:
+            for entity_id, alias in (
+                (edge.subject, edge.subject_alias),
+                (edge.object, edge.object_alias),
+            ):
+                await conn.execute(
+                    "INSERT INTO graph_entities (tenant_id, entity_id, kind, aliases) "
+                    "VALUES (%s, %s, %s, ARRAY[%s]) ON CONFLICT (tenant_id, entity_id) DO UPDATE "
+                    "SET aliases = (SELECT array_agg(DISTINCT a) FROM unnest("
+                    " graph_entities.aliases || EXCLUDED.aliases) a)",
+                    (plan.tenant_id, entity_id, entity_id.split(":", 1)[0], alias),
+                )
+            edge_id = hashlib.sha256(
+                f"{edge.subject}\x00{edge.relation}\x00{edge.object}\x00{plan.version_id}".encode()
+            ).hexdigest()[:32]
+            await conn.execute(
+                "INSERT INTO graph_edges (edge_id, tenant_id, subject, relation, object, "
+                " source_id, doc_id, version_id, version_sequence, source_version, "
+                " evidence_chunk_id, valid_from, valid_to, recorded_at) VALUES "
+                "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (edge_id) DO NOTHING",
+                (
+                    edge_id,
+                    plan.tenant_id,
+                    edge.subject,
+                    edge.relation,
+                    edge.object,
+                    plan.source_id,
+                    plan.doc_id,
+                    plan.version_id,
+                    plan.sequence,
+                    plan.source_version,
+                    evidence,
+                    plan.valid_from,
+                    plan.valid_to,
+                    plan.recorded_at,
+                ),
+            )
 
     async def record_tombstone(self, plan: TombstonePlan, announce: Announce) -> ApplyResult:
         """Record a deletion at `sequence`; from now on nothing with sequence <= it applies.
@@ -394,6 +460,12 @@ class PostgresChunkStore:
                 " valid_to = CASE WHEN valid_to IS NULL OR valid_to > %s THEN %s ELSE valid_to "
                 " END WHERE tenant_id = %s AND source_id = %s AND doc_id = %s",
                 (plan.recorded_at, plan.sequence, plan.deleted_at, plan.deleted_at, *key),
+            )
+            await conn.execute(
+                "UPDATE graph_edges SET superseded_at = coalesce(superseded_at, %s), "
+                " valid_to = CASE WHEN valid_to IS NULL OR valid_to > %s THEN %s ELSE valid_to "
+                " END WHERE tenant_id = %s AND source_id = %s AND doc_id = %s",
+                (plan.recorded_at, plan.deleted_at, plan.deleted_at, *key),
             )
             cur = await conn.execute(
                 "SELECT coalesce(array_agg(version_id ORDER BY version_sequence), '{}'), "
@@ -616,6 +688,13 @@ class PostgresPurgeStore:
                 key,
             )
             chunks = cur.rowcount
+            # Edges whose evidence is gone go with it (their ids stay in no receipt: they
+            # are derived facts, rebuilt from a new version if the document returns).
+            await conn.execute(
+                "DELETE FROM graph_edges WHERE tenant_id = %s AND source_id = %s "
+                " AND doc_id = %s AND version_sequence <= %s",
+                key,
+            )
             cur = await conn.execute(
                 "UPDATE document_versions SET content = NULL, title = NULL, metadata = '{}', "
                 " content_purged_at = now() WHERE tenant_id = %s AND source_id = %s "

@@ -1,0 +1,90 @@
+"""Entities and relations from frontmatter: deterministic, no model calls.
+
+Stable business ids are the keys (`service:orders-db`, `team:data`, `document:src/path`);
+names as written are kept as aliases. Rules:
+
+- `service:` on a runbook → runbook GOVERNS service; on a policy → policy APPLIES_TO
+  service; on an incident → incident AFFECTED service; otherwise document ABOUT service.
+- `owner:` with `service:` → service OWNED_BY team; without → document OWNED_BY team.
+- `applies_to:` → document APPLIES_TO service (each).
+- `supersedes:` → document SUPERSEDES document (ids in the same source).
+
+The document kind comes from frontmatter `type:` or from the path (runbooks/, policies/,
+incidents/).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from govindex.records import slugify
+
+
+@dataclass(frozen=True)
+class Edge:
+    subject: str
+    relation: str
+    object: str
+    subject_alias: str
+    object_alias: str
+
+
+_SPACE = re.compile(r"\s+")
+
+
+def entity(kind: str, name: str) -> str:
+    """A stable business id: kind plus the slug of the name (aliases keep the spelling)."""
+    key = slugify(name) or _SPACE.sub("-", name.strip().lower())
+    return f"{kind}:{key}"
+
+
+def document_kind(doc_id: str, frontmatter: Mapping[str, Any]) -> str:
+    declared = frontmatter.get("type")
+    if isinstance(declared, str) and declared.strip():
+        return declared.strip().lower()
+    path = doc_id.lower()
+    for folder, kind in (
+        ("runbook", "runbook"),
+        ("polic", "policy"),
+        ("incident", "incident"),
+        ("postmortem", "incident"),
+    ):
+        if folder in path:
+            return kind
+    return "document"
+
+
+def _names(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    if isinstance(value, list):
+        return [str(v) for v in value if isinstance(v, str | int) and str(v).strip()]
+    return []
+
+
+def extract_edges(source_id: str, doc_id: str, frontmatter: Mapping[str, Any]) -> list[Edge]:
+    doc = f"document:{source_id}/{doc_id}"
+    kind = document_kind(doc_id, frontmatter)
+    relation = {"runbook": "GOVERNS", "policy": "APPLIES_TO", "incident": "AFFECTED"}.get(
+        kind, "ABOUT"
+    )
+    edges: list[Edge] = []
+    services = _names(frontmatter.get("service")) + _names(frontmatter.get("services"))
+    for name in services:
+        edges.append(Edge(doc, relation, entity("service", name), doc_id, name))
+    for name in _names(frontmatter.get("applies_to")):
+        edges.append(Edge(doc, "APPLIES_TO", entity("service", name), doc_id, name))
+    for owner in _names(frontmatter.get("owner")):
+        if services:
+            edges += [
+                Edge(entity("service", s), "OWNED_BY", entity("team", owner), s, owner)
+                for s in services
+            ]
+        else:
+            edges.append(Edge(doc, "OWNED_BY", entity("team", owner), doc_id, owner))
+    for older in _names(frontmatter.get("supersedes")):
+        edges.append(Edge(doc, "SUPERSEDES", f"document:{source_id}/{older}", doc_id, older))
+    return list(dict.fromkeys(edges))
