@@ -219,6 +219,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chunk.add_argument("--json", action="store_true", help="full chunk records as JSON lines")
 
+    reparse = command(
+        "reparse",
+        cmd_reparse,
+        "re-chunk stored content whose parser version changed",
+        "Re-chunk the stored raw content of current versions (no re-fetch from the source)\n"
+        "whose parser or parser version differs from today's, and replace their chunks in\n"
+        "Postgres and OpenSearch. Access, validity and sequences are kept. Documents already\n"
+        "cut by today's parser are skipped.\n\n"
+        "  govindex reparse --source handbook\n"
+        "  govindex reparse --parser markdown",
+    )
+    reparse.add_argument("--source", metavar="ID", help="only this source")
+    reparse.add_argument("--parser", metavar="NAME", help="only versions cut by this parser")
+
     reindex = command(
         "reindex",
         cmd_reindex,
@@ -804,6 +818,46 @@ def _locator(where: str, anchor: str, first: int, last: int) -> str:
 
 def _first_line(text: str) -> str:
     return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+
+
+def cmd_reparse(args: argparse.Namespace) -> int:
+    from govindex.adapters.opensearch import OpenSearchIndex
+    from govindex.adapters.postgres import PostgresChunkStore, PostgresSourceRegistry
+    from indexer.reparse import reparse
+
+    settings = settings_for(args)
+
+    def progress(done: int, total: int, key: str) -> None:
+        if sys.stderr.isatty():
+            print(f"\rreparsing {done}/{total} {key[:60]:<60}", end="", file=sys.stderr, flush=True)
+
+    async def run() -> int:
+        assert settings.opensearch_url
+        index = OpenSearchIndex(settings.opensearch_url, settings.index_alias)
+        try:
+            async with pool_for(settings) as pool:
+                if args.source:
+                    await _manifest_exists(pool, args.source)
+                report = await reparse(
+                    store=PostgresChunkStore(pool),
+                    registry=PostgresSourceRegistry(pool),
+                    index=index,
+                    source_id=args.source,
+                    parser_name=args.parser,
+                    generation=await index.live_generation() or 0,
+                    progress=progress,
+                )
+        finally:
+            await index.close()
+        print(
+            f"\rreparsed {len(report.reparsed)}, unchanged {report.unchanged}, changed "
+            f"meanwhile {len(report.changed_meanwhile)}, failed {len(report.failed)}" + " " * 40
+        )
+        for key, reason in report.failed:
+            print(f"  failed {key}: {reason}")
+        return 1 if report.failed else 0
+
+    return run_async(run())
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:

@@ -170,13 +170,15 @@ class StampContext:
     parser: str
     parser_version: str
     index_generation: int
+    version_sequence: int | None = None  # when re-stamping a stored version (reparse)
 
 
 def stamp_chunks(ctx: StampContext, drafts: Sequence[ChunkDraft]) -> list[Chunk]:
     """Bind each draft to its source, version, span, time, access and structure."""
     event = ctx.event
     key = event.key
-    ids = [chunk_id(key, event.sequence, ctx.parser, ctx.parser_version, draft) for draft in drafts]
+    created = ctx.version_sequence or event.sequence
+    ids = [chunk_id(key, created, ctx.parser, ctx.parser_version, draft) for draft in drafts]
     by_ordinal = {draft.ordinal: ids[i] for i, draft in enumerate(drafts)}
     where = event.path or event.doc_id
     trust = ctx.manifest.trust_level
@@ -190,13 +192,13 @@ def stamp_chunks(ctx: StampContext, drafts: Sequence[ChunkDraft]) -> list[Chunk]
         chunks.append(
             Chunk(
                 chunk_id=ids[i],
-                version_id=version_id(key, event.sequence),
+                version_id=version_id(key, created),
                 tenant_id=event.tenant_id,
                 source_id=event.source_id,
                 doc_id=event.doc_id,
                 source_version=event.source_version,
                 sequence=event.sequence,
-                version_sequence=event.sequence,
+                version_sequence=created,
                 content_hash=sha256_hex(draft.text),
                 text=draft.text,
                 valid_from=ctx.valid_from,

@@ -257,6 +257,24 @@ class OpenSearchIndex:
                 raise _translate(exc, "purge") from exc
         return removed
 
+    async def delete_chunks(self, chunk_ids: Sequence[str]) -> int:
+        """Remove chunks by id from every generation (a reparse's replaced chunks)."""
+        removed = 0
+        for index in await self.generations():
+            lines = [{"delete": {"_index": index, "_id": cid}} for cid in chunk_ids]
+            if not lines:
+                continue
+            try:
+                response = await self._client.bulk(body=lines)
+            except Exception as exc:
+                raise _translate(exc, "chunk delete") from exc
+            removed += sum(
+                1
+                for item in response.get("items", [])
+                if item.get("delete", {}).get("result") == "deleted"
+            )
+        return removed
+
     async def count_document(
         self, tenant_id: str, source_id: str, doc_id: str, up_to_sequence: int | None = None
     ) -> int:

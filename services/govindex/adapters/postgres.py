@@ -524,6 +524,9 @@ class PostgresChunkStore:
             (tenant_id, source_id, doc_id, sequence),
         )
 
+    async def chunks_of_version(self, version_id: str) -> list[Chunk]:
+        return await self._select_chunks("WHERE version_id = %s ORDER BY ordinal", (version_id,))
+
     async def chunks_by_id(self, chunk_ids: Sequence[str]) -> list[Chunk]:
         return await self._select_chunks("WHERE chunk_id = ANY(%s)", (list(chunk_ids),))
 
@@ -551,6 +554,69 @@ class PostgresChunkStore:
             except psycopg.OperationalError as exc:
                 raise TransientError(f"PostgreSQL is unavailable: {exc}") from exc
         return [Chunk.model_validate(row) for row in rows]
+
+    async def current_versions(
+        self, source_id: str | None, parser: str | None
+    ) -> list[dict[str, Any]]:
+        """Current versions of active documents that still hold content (reparse input)."""
+        async with self._pool.connection() as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(
+                "SELECT d.tenant_id, d.source_id, d.doc_id, d.path, v.version_id, "
+                " v.version_sequence, v.sequence, v.source_version, v.content_hash, v.content, "
+                " v.media_type, v.valid_from, v.valid_to, v.observed_at, v.recorded_at, "
+                " v.parser, v.parser_version FROM documents d JOIN document_versions v "
+                " ON v.version_id = d.current_version_id WHERE d.state = 'active' "
+                " AND v.content IS NOT NULL AND (%s::text IS NULL OR d.source_id = %s) "
+                " AND (%s::text IS NULL OR v.parser = %s) ORDER BY d.source_id, d.doc_id",
+                (source_id, source_id, parser, parser),
+            )
+            return await cur.fetchall()
+
+    async def replace_version_chunks(
+        self, version_id: str, expected: tuple[str, str], chunks: Sequence[Chunk]
+    ) -> list[str] | None:
+        """Swap a current version's chunks for a re-parse; return the replaced chunk ids.
+
+        None when the version stopped being current (a newer event or a deletion got there
+        first) or was re-parsed meanwhile: then nothing changes, so a reparse can never
+        resurrect deleted content or overwrite newer content.
+        """
+        async with transaction(self._pool) as conn:
+            cur = await conn.execute(
+                "SELECT v.parser, v.parser_version FROM documents d JOIN document_versions v "
+                "ON v.version_id = d.current_version_id WHERE d.current_version_id = %s "
+                "AND d.state = 'active' FOR UPDATE OF d",
+                (version_id,),
+            )
+            row = await cur.fetchone()
+            if row is None or (row[0], row[1]) != expected:
+                return None
+            cur = await conn.execute(
+                "DELETE FROM chunks WHERE version_id = %s RETURNING chunk_id", (version_id,)
+            )
+            old = [r[0] for r in await cur.fetchall()]
+            if chunks:
+                insert = sql.SQL("INSERT INTO chunks ({}) VALUES ({})").format(
+                    sql.SQL(", ").join(map(sql.Identifier, CHUNK_COLUMNS)),
+                    sql.SQL(", ").join(sql.Placeholder() * len(CHUNK_COLUMNS)),
+                )
+                async with conn.cursor() as c:
+                    await c.executemany(insert, [_chunk_row(chunk) for chunk in chunks])
+                await conn.execute(
+                    "UPDATE graph_edges SET evidence_chunk_id = %s WHERE version_id = %s",
+                    (chunks[0].chunk_id, version_id),
+                )
+            await conn.execute(
+                "UPDATE document_versions SET parser = %s, parser_version = %s "
+                "WHERE version_id = %s",
+                (
+                    chunks[0].parser if chunks else expected[0],
+                    chunks[0].parser_version if chunks else expected[1],
+                    version_id,
+                ),
+            )
+            return old
 
     async def blob(self, content_hash: str) -> str | None:
         async with transaction(self._pool) as conn:
