@@ -56,6 +56,7 @@ md_line = st.one_of(
     st.builds(lambda n, t: "#" * n + " " + t, st.integers(1, 7), words),
     st.builds(lambda n, t: f"{n}. {t}", st.integers(1, 12), words),
     st.builds(lambda t: f"- {t}", words),
+    st.builds(lambda n: "## " + "heading " * n, st.integers(300, 800)),  # huge headings
     st.builds(
         lambda c, t: f"{c} {t}", st.sampled_from(["§ 4", "4.1", "4.1.2", "(a)", "(b)"]), words
     ),
