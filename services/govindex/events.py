@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
@@ -21,6 +21,8 @@ DOCUMENT_EVENT_TYPES = frozenset({DOCUMENT_CREATED, DOCUMENT_UPDATED, DOCUMENT_D
 # Fixed namespace so the same change always gets the same event id, on any machine.
 _EVENT_ID_NAMESPACE = uuid.UUID("6f1c3f0e-3a53-4b43-9d7e-2f8f4c1d2a10")
 
+IDENTITY = ("tenant_id", "source_id", "doc_id", "source_version", "sequence")
+
 DocId = Annotated[str, Field(min_length=1, max_length=1024, pattern=r"^[^\x00-\x1f]+$")]
 Sha256 = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
 
@@ -37,6 +39,10 @@ class _Payload(BaseModel):
     @property
     def key(self) -> str:
         return document_key(self.tenant_id, self.source_id, self.doc_id)
+
+    def identity(self) -> dict[str, Any]:
+        """Which document, which version, which sequence: what every record about it repeats."""
+        return {name: getattr(self, name) for name in IDENTITY}
 
 
 class DocumentChanged(_Payload):

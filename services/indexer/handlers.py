@@ -189,11 +189,7 @@ async def _apply_change(
     plan = VersionPlan(
         consumer=CONSUMER,
         event_id=envelope.id,
-        tenant_id=payload.tenant_id,
-        source_id=payload.source_id,
-        doc_id=payload.doc_id,
-        sequence=payload.sequence,
-        source_version=payload.source_version,
+        **payload.identity(),
         content_hash=payload.content_hash,
         content=content,
         media_type=payload.media_type,
@@ -230,11 +226,7 @@ async def _record_deletion(
     plan = TombstonePlan(
         consumer=CONSUMER,
         event_id=envelope.id,
-        tenant_id=payload.tenant_id,
-        source_id=payload.source_id,
-        doc_id=payload.doc_id,
-        sequence=payload.sequence,
-        source_version=payload.source_version,
+        **payload.identity(),
         reason=payload.reason,
         deletion_mode=manifest.deletion_mode.value,
         deleted_at=payload.deleted_at,
@@ -269,11 +261,7 @@ def _receipt(
     outcome = result.outcome
     assert outcome in ("indexed", "metadata_updated", "tombstoned")
     receipt = DocumentIndexed(
-        tenant_id=payload.tenant_id,
-        source_id=payload.source_id,
-        doc_id=payload.doc_id,
-        source_version=payload.source_version,
-        sequence=payload.sequence,
+        **payload.identity(),
         event_id=envelope.id,
         outcome=outcome,
         version_id=result.version_id,

@@ -99,11 +99,7 @@ async def purge_document(envelope: Envelope, ports: PurgerPorts) -> DocumentPurg
         raise
     now = ports.clock()
     receipt = DocumentPurged(
-        tenant_id=payload.tenant_id,
-        source_id=payload.source_id,
-        doc_id=payload.doc_id,
-        source_version=payload.source_version,
-        sequence=payload.sequence,
+        **payload.identity(),
         event_id=envelope.id,
         deletion_mode=tombstone.deletion_mode,
         sinks=sinks,
