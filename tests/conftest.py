@@ -233,6 +233,32 @@ class Pipeline:
         assert found is not None
         return found
 
+    async def wait_caught_up(self, source_id: str, timeout: float = 60.0) -> None:
+        """Until the indexer has applied every sequence the connector emitted for a source."""
+
+        async def behind() -> int:
+            async with self.pool.connection() as conn:
+                cur = await conn.execute(
+                    "SELECT count(*) FROM ingest_documents i LEFT JOIN documents d USING "
+                    "(tenant_id, source_id, doc_id) WHERE i.source_id = %s AND "
+                    "coalesce(d.last_sequence, 0) < i.last_sequence",
+                    (source_id,),
+                )
+                row = await cur.fetchone()
+            return int(row[0]) if row else -1
+
+        await until(behind, lambda n: n == 0, timeout, f"indexer to catch up with {source_id}")
+
+    async def active_documents(self, source_id: str) -> dict[str, str]:
+        """doc_id -> content_hash of what the index holds as current for a source."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT doc_id, content_hash FROM documents WHERE source_id = %s "
+                "AND state = 'active' ORDER BY doc_id",
+                (source_id,),
+            )
+            return {row[0]: row[1] for row in await cur.fetchall()}
+
     # --- sinks --------------------------------------------------------------------------
 
     async def pg_chunks(self, doc_id: str | None = None) -> list[dict[str, Any]]:

@@ -275,7 +275,18 @@ def build_parser() -> argparse.ArgumentParser:
         "names",
         nargs="*",
         default=["indexer", "purger"],
-        help="indexer and/or purger (default: both)",
+        help="any of indexer, purger, webhooks (default: indexer purger)",
+    )
+    worker.add_argument(
+        "--webhook-host",
+        default="0.0.0.0",  # noqa: S104 - a server's job
+        help="address the webhook receiver listens on (default: 0.0.0.0)",
+    )
+    worker.add_argument(
+        "--webhook-port",
+        type=int,
+        default=8080,
+        help="port of the webhook receiver (default: 8080)",
     )
     return parser
 
@@ -365,7 +376,13 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 async def _serve(
-    settings: Settings, workers: tuple[str, ...], stack: Any, *, bootstrap: bool = True
+    settings: Settings,
+    workers: tuple[str, ...],
+    stack: Any,
+    *,
+    bootstrap: bool = True,
+    webhook_port: int | None = None,
+    webhook_host: str = "127.0.0.1",
 ) -> int:
     from govindex.adapters.opensearch import OpenSearchIndex
     from govindex.bootstrap import prepare
@@ -382,8 +399,14 @@ async def _serve(
             await index.close()
     running = Workers(settings, run=workers)
     await running.start()
+    webhooks = None
+    if stack is not None or webhook_port is not None:
+        from ingest.app import WebhookServer
+
+        webhooks = WebhookServer(settings, host=webhook_host, port=webhook_port or 0)
+        settings = settings.model_copy(update={"http_url": await webhooks.start()})
     if stack is not None:
-        stack.write_stack_file({"generation": generation})
+        stack.write_stack_file({"generation": generation, "http_url": settings.http_url})
     print(
         "govindex: ready\n"
         f"  postgres    {settings.pg_dsn}\n"
@@ -392,6 +415,8 @@ async def _serve(
         f"generation {generation})\n"
         f"  redis       {settings.redis_url}\n"
         f"  workers     {', '.join(workers)}\n"
+        f"  webhooks    {settings.http_url or 'not served'}"
+        f"{'/webhooks/github, /webhooks/gitlab' if settings.http_url else ''}\n"
         "Press Ctrl-C to stop.",
         flush=True,
     )
@@ -401,6 +426,8 @@ async def _serve(
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     print("govindex: stopping ...", flush=True)
+    if webhooks is not None:
+        await webhooks.stop()
     await running.stop()
     return 0
 
@@ -408,10 +435,23 @@ async def _serve(
 def cmd_worker(args: argparse.Namespace) -> int:
     configure_logging(level="INFO" if args.log_level == "WARNING" else args.log_level)
     settings = settings_for(args)
-    unknown = set(args.names) - {"indexer", "purger"}
+    unknown = set(args.names) - {"indexer", "purger", "webhooks"}
     if unknown:
-        raise Failure(f"unknown worker(s) {', '.join(sorted(unknown))}; use indexer, purger")
-    return asyncio.run(_serve(settings, tuple(args.names), None, bootstrap=False))
+        raise Failure(
+            f"unknown worker(s) {', '.join(sorted(unknown))}; use indexer, purger, webhooks"
+        )
+    workers = tuple(n for n in args.names if n != "webhooks")
+    port = args.webhook_port if "webhooks" in args.names else None
+    return asyncio.run(
+        _serve(
+            settings,
+            workers,
+            None,
+            bootstrap=False,
+            webhook_port=port,
+            webhook_host=args.webhook_host,
+        )
+    )
 
 
 def cmd_bootstrap(args: argparse.Namespace) -> int:
@@ -488,13 +528,14 @@ async def _manifest(pool: AsyncConnectionPool, source_id: str) -> Any:
 
 
 def cmd_ingest_git(args: argparse.Namespace) -> int:
+    from ingest.handlers import git_versions
     from ingest.sources import GitSnapshot
 
     snapshot = GitSnapshot(args.repo, args.rev)
     return _ingest(
         args,
         snapshot,
-        source_version=lambda _f: snapshot.source_version,
+        versions=git_versions(snapshot),
         observed_at=snapshot.committed_at,
         deletion_version=snapshot.source_version,
         label=f"{args.repo} at {snapshot.sha[:12]}",
@@ -502,13 +543,14 @@ def cmd_ingest_git(args: argparse.Namespace) -> int:
 
 
 def cmd_ingest_path(args: argparse.Namespace) -> int:
+    from ingest.handlers import fingerprint_versions
     from ingest.sources import FolderSnapshot
 
     snapshot = FolderSnapshot(args.dir)
     return _ingest(
         args,
         snapshot,
-        source_version=lambda f: f.fingerprint,
+        versions=fingerprint_versions(snapshot.observed_at),
         observed_at=snapshot.observed_at,
         deletion_version=f"folder:{snapshot.observed_at.isoformat()}",
         label=str(args.dir),
@@ -519,7 +561,7 @@ def _ingest(
     args: argparse.Namespace,
     snapshot: Any,
     *,
-    source_version: Callable[[Any], str],
+    versions: Any,
     observed_at: datetime,
     deletion_version: str,
     label: str,
@@ -540,7 +582,7 @@ def _ingest(
             ctx = IngestContext(
                 manifest=manifest,
                 topics=settings.topics,
-                source_version=source_version,
+                versions=versions,
                 observed_at=observed_at,
                 deletion_version=deletion_version,
                 inline_limit=settings.inline_content_limit,

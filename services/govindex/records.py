@@ -42,6 +42,23 @@ class SourceType(StrEnum):
     CDC = "cdc"
 
 
+class GitSettings(BaseModel):
+    """Where a git source lives and which pushes count (webhooks, reconcile)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    repository: str = Field(min_length=1, description="the provider's full name, e.g. org/repo")
+    remote_url: str = Field(min_length=1, description="clone URL; a local path or file:// works")
+    branch: str = "main"
+    include: list[str] = Field(default_factory=lambda: ["*.md", "*.markdown", "*.txt"])
+    exclude: list[str] = Field(default_factory=list)
+    webhook_secret_env: str | None = Field(
+        default=None,
+        pattern=r"^[A-Z_][A-Z0-9_]*$",
+        description="name of the environment variable holding the webhook secret",
+    )
+
+
 class SourceManifest(BaseModel):
     """A registered source: who owns it, who may see it, how long history lives."""
 
@@ -64,6 +81,7 @@ class SourceManifest(BaseModel):
     parser: str = "auto"  # or a parser name: markdown, csv, python, yaml, json, hcl, text
     schema_version: Literal[1] = 1
     enabled: bool = True
+    git: GitSettings | None = None
 
     @field_validator("default_acl")
     @classmethod

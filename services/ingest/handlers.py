@@ -15,7 +15,7 @@ from govindex.events import DocumentChanged, DocumentDeleted
 from govindex.hashing import sha256_hex
 from govindex.records import SourceManifest
 from govindex.settings import Topics
-from ingest.sources import Skipped, SourceFile, decode_text
+from ingest.sources import GitSnapshot, Skipped, SourceFile, decode_text
 
 log = structlog.get_logger(__name__)
 
@@ -55,11 +55,17 @@ class IngestReport:
     skipped: list[Skipped] = field(default_factory=list)
 
 
+Versions = Callable[[Sequence[SourceFile]], dict[str, tuple[str, datetime]]]
+
+
 @dataclass(frozen=True)
 class IngestContext:
+    """`versions` gives each changed file's (source_version, observed_at); `observed_at` and
+    `deletion_version` stamp deletions (the snapshot's own time and version)."""
+
     manifest: SourceManifest
     topics: Topics
-    source_version: Callable[[SourceFile], str]
+    versions: Versions
     observed_at: datetime
     deletion_version: str
     inline_limit: int
@@ -99,6 +105,7 @@ async def ingest_snapshot(
             continue
         texts.append((file, text))
     sequences = await state.reserve_sequences(tenant, source, [f.doc_id for f, _ in texts] + gone)
+    versions = ctx.versions([f for f, _ in texts])
     seen: dict[str, str | None] = {}
     total = len(texts) + len(gone)
     for done, (file, text) in enumerate(texts, start=1):
@@ -107,14 +114,16 @@ async def ingest_snapshot(
         inline = len(text.encode()) <= ctx.inline_limit
         if not inline:
             await blobs.put_blob(content_hash, text)
-        source_version = ctx.source_version(file)
+        source_version, observed_at = versions.get(
+            file.doc_id, (ctx.deletion_version, ctx.observed_at)
+        )
         payload = DocumentChanged(
             tenant_id=tenant,
             source_id=source,
             doc_id=file.doc_id,
             source_version=source_version,
             sequence=sequences[file.doc_id],
-            observed_at=ctx.observed_at,
+            observed_at=observed_at,
             content_hash=content_hash,
             content=text if inline else None,
             content_ref=None if inline else content_hash,
@@ -150,6 +159,26 @@ async def ingest_snapshot(
     publisher.flush()
     await state.record(tenant, source, seen)
     return report
+
+
+def git_versions(snapshot: GitSnapshot) -> Versions:
+    """source_version = git:<sha> of the commit that last changed the file; observed_at = its
+    commit time."""
+
+    def versions(files: Sequence[SourceFile]) -> dict[str, tuple[str, datetime]]:
+        changes = snapshot.last_changes([f.doc_id for f in files])
+        return {path: (f"git:{sha}", when) for path, (sha, when) in changes.items()}
+
+    return versions
+
+
+def fingerprint_versions(observed_at: datetime) -> Versions:
+    """A folder: the version is the content hash, observed when the folder was read."""
+
+    def versions(files: Sequence[SourceFile]) -> dict[str, tuple[str, datetime]]:
+        return {f.doc_id: (f.fingerprint, observed_at) for f in files}
+
+    return versions
 
 
 def _record(

@@ -92,6 +92,32 @@ class GitSnapshot:
             ) from exc
         return done.stdout
 
+    def last_changes(self, paths: Sequence[str]) -> dict[str, tuple[str, datetime]]:
+        """For each path, the commit (sha, time) that last changed it, up to this commit.
+
+        One walk of the history with `git log --name-only`, stopping when all are found.
+        """
+        wanted = set(paths)
+        found: dict[str, tuple[str, datetime]] = {}
+        if not wanted:
+            return found
+        out = self._git_bytes(
+            "log", "--format=%x01%H %ct", "--name-only", "-z", "--no-renames", self.sha
+        )
+        sha, when = self.sha, self.committed_at
+        for token in out.split(b"\x00"):
+            for piece in token.split(b"\n"):
+                if piece.startswith(b"\x01"):
+                    head, stamp = piece[1:].decode().split()
+                    sha, when = head, datetime.fromtimestamp(int(stamp), UTC)
+                elif piece:
+                    path = piece.decode("utf-8", errors="surrogateescape")
+                    if path in wanted and path not in found:
+                        found[path] = (sha, when)
+            if len(found) == len(wanted):
+                break
+        return found
+
     def files(self, include: Sequence[str], exclude: Sequence[str]) -> list[SourceFile]:
         listing = self._git_bytes("ls-tree", "-r", "-z", "--long", "--full-tree", self.sha)
         found: list[SourceFile] = []

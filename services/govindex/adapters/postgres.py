@@ -102,6 +102,17 @@ class PostgresSourceRegistry:
     async def get(self, tenant_id: str, source_id: str) -> SourceManifest | None:
         return await self._one("WHERE tenant_id = %s AND source_id = %s", (tenant_id, source_id))
 
+    async def find_by_repository(self, repository: str) -> list[SourceManifest]:
+        """Git sources whose manifest names this provider repository (any branch)."""
+        async with transaction(self._pool) as conn:
+            cur = await conn.execute(
+                "SELECT manifest FROM sources WHERE lower(manifest->'git'->>'repository') = "
+                "lower(%s) ORDER BY source_id",
+                (repository,),
+            )
+            rows = await cur.fetchall()
+        return [SourceManifest.model_validate(row[0]) for row in rows]
+
     async def find(self, source_id: str) -> SourceManifest | None:
         """By source id alone (ids are global): what operator commands name."""
         return await self._one("WHERE source_id = %s", (source_id,))

@@ -22,7 +22,7 @@ from govindex.readpath import Query, search
 from govindex.settings import Settings
 from govindex.stack import EmbeddedStack
 from govindex.workers import Workers
-from ingest.handlers import IngestContext, delete_document, ingest_snapshot
+from ingest.handlers import IngestContext, delete_document, git_versions, ingest_snapshot
 from ingest.sources import DEFAULT_INCLUDE, GitSnapshot
 from ingest.state import PostgresIngestState
 
@@ -114,7 +114,7 @@ async def _walkthrough(settings: Settings, root: Path) -> int:
             ctx = IngestContext(
                 manifest=manifest,
                 topics=settings.topics,
-                source_version=lambda _f, s=snapshot: s.source_version,  # type: ignore[misc]
+                versions=git_versions(snapshot),
                 observed_at=snapshot.committed_at,
                 deletion_version=snapshot.source_version,
                 inline_limit=settings.inline_content_limit,
@@ -149,7 +149,8 @@ async def _walkthrough(settings: Settings, root: Path) -> int:
             print(f"   - {label}: {len(hits)} result(s)")
             for hit in hits[:2]:
                 c = hit.chunk
-                line = next((ln for ln in c.text.splitlines()[1:] if ln.strip()), "").strip()
+                body = [ln.strip() for ln in c.text.splitlines() if ln.strip()]
+                line = next((ln for ln in body if not ln.startswith("#")), body[0] if body else "")
                 print(
                     f"       {c.locator} @ {c.source_version[:14]} "
                     f"valid {c.valid_from:%Y-%m-%d}..{_day(c.valid_to)}: {line[:70]}"

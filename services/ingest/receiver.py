@@ -1,0 +1,223 @@
+"""The webhook receiver: POST /webhooks/github and /webhooks/gitlab.
+
+A push is verified against its source's secret, recognised if redelivered, then the source
+is synchronised from its local mirror: fetch, then diff the branch head against what was
+last emitted. The branch head (not the payload's `after`) is what gets ingested, so
+deliveries that arrive out of order still converge, force pushes reconcile the whole tree
+and renames become delete + create. The payload's file lists are never used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+from aiohttp import web
+from psycopg_pool import AsyncConnectionPool
+
+from govindex.adapters.postgres import PostgresChunkStore, PostgresSourceRegistry, transaction
+from govindex.records import SourceManifest
+from govindex.settings import Topics
+from ingest.handlers import (
+    IngestContext,
+    IngestReport,
+    Publisher,
+    Versions,
+    git_versions,
+    ingest_snapshot,
+)
+from ingest.mirror import GitMirror
+from ingest.sources import GitSnapshot, SourceFile
+from ingest.state import PostgresIngestState
+from ingest.webhooks import Provider, WebhookRefused, event_kind, is_push, parse_push, verify
+
+log = structlog.get_logger(__name__)
+
+
+class EmptySnapshot:
+    """A branch that no longer exists: nothing is present, so everything known is deleted."""
+
+    def files(self, include: Sequence[str], exclude: Sequence[str]) -> list[SourceFile]:
+        return []
+
+    def read(self, files: Sequence[SourceFile]) -> Iterator[tuple[SourceFile, bytes]]:
+        return iter(())
+
+
+@dataclass
+class ReceiverPorts:
+    pool: AsyncConnectionPool
+    publisher: Publisher
+    topics: Topics
+    mirrors: Path
+    inline_limit: int
+    _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+
+    def lock(self, source_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(source_id, asyncio.Lock())
+
+
+async def sync_source(manifest: SourceManifest, ports: ReceiverPorts) -> IngestReport:
+    """Bring the index of a git source to its branch head (or empty it if the branch is gone)."""
+    assert manifest.git is not None
+    git = manifest.git
+    mirror = GitMirror(ports.mirrors, manifest.source_id, git.remote_url)
+    await asyncio.to_thread(mirror.fetch)
+    head = await asyncio.to_thread(mirror.head, git.branch)
+    state = PostgresIngestState(ports.pool)
+    now = datetime.now(UTC)
+    snapshot: Any
+    versions: Versions
+    if head is None:
+        snapshot, versions = EmptySnapshot(), (lambda files: {})
+        observed, deletion_version = now, f"branch-deleted:{git.branch}"
+    else:
+        snapshot = await asyncio.to_thread(GitSnapshot, mirror.path, head)
+        versions = git_versions(snapshot)
+        observed, deletion_version = snapshot.committed_at, snapshot.source_version
+    ctx = IngestContext(
+        manifest=manifest,
+        topics=ports.topics,
+        versions=versions,
+        observed_at=observed,
+        deletion_version=deletion_version,
+        inline_limit=ports.inline_limit,
+        include=tuple(git.include),
+        exclude=tuple(git.exclude),
+    )
+    report = await ingest_snapshot(
+        snapshot, ctx, state=state, publisher=ports.publisher, blobs=PostgresChunkStore(ports.pool)
+    )
+    await state.set_checkpoint(manifest.tenant, manifest.source_id, head or deletion_version)
+    return report
+
+
+async def handle_delivery(
+    provider: Provider, body: bytes, headers: Mapping[str, str], ports: ReceiverPorts
+) -> tuple[int, dict[str, Any]]:
+    """What to answer a delivery; never logs the body (it may carry private content)."""
+    if not is_push(provider, headers):
+        kind = event_kind(provider, headers) or "(none)"
+        return 202, {"ignored": f"{provider} event {kind!r} is not indexed; only pushes are"}
+    push = parse_push(provider, body, headers)
+    manifests = await PostgresSourceRegistry(ports.pool).find_by_repository(push.repository)
+    if not manifests:
+        log.info(
+            "webhook.ignored",
+            provider=provider,
+            delivery=push.delivery_id,
+            repository=push.repository,
+            reason="unknown repository",
+        )
+        return 202, {"ignored": f"repository {push.repository!r} is not a registered source"}
+    verified = [m for m in manifests if _verifies(provider, m, body, headers)]
+    if not verified:
+        log.warning(
+            "webhook.refused",
+            provider=provider,
+            delivery=push.delivery_id,
+            repository=push.repository,
+            reason="signature",
+        )
+        raise WebhookRefused(401, "signature does not match the source's webhook secret")
+    targets = [m for m in verified if m.git and m.git.branch == push.branch and m.enabled]
+    if not targets:
+        log.info(
+            "webhook.ignored",
+            provider=provider,
+            delivery=push.delivery_id,
+            branch=push.branch,
+            reason="branch not indexed",
+        )
+        return 202, {
+            "ignored": f"ref of the push ({push.branch or 'not a branch'}) is not "
+            "the indexed branch of any enabled source"
+        }
+    if await _seen(ports.pool, provider, push.delivery_id):
+        return 200, {"duplicate": push.delivery_id}
+    result: dict[str, Any] = {"delivery": push.delivery_id, "sources": {}}
+    for manifest in targets:
+        async with ports.lock(manifest.source_id):
+            report = await sync_source(manifest, ports)
+        result["sources"][manifest.source_id] = {
+            "created": len(report.created),
+            "updated": len(report.updated),
+            "deleted": len(report.deleted),
+            "unchanged": report.unchanged,
+            "skipped": [{"doc_id": s.doc_id, "reason": s.reason} for s in report.skipped],
+        }
+        log.info(
+            "webhook.synced",
+            provider=provider,
+            delivery=push.delivery_id,
+            source=manifest.source_id,
+            created=len(report.created),
+            updated=len(report.updated),
+            deleted=len(report.deleted),
+            skipped=len(report.skipped),
+        )
+    await _record(ports.pool, provider, push.delivery_id, ",".join(m.source_id for m in targets))
+    return 200, result
+
+
+def _verifies(
+    provider: Provider, manifest: SourceManifest, body: bytes, headers: Mapping[str, str]
+) -> bool:
+    name = manifest.git.webhook_secret_env if manifest.git else None
+    secret = os.environ.get(name) if name else None
+    if not secret:
+        log.warning(
+            "webhook.no_secret",
+            source=manifest.source_id,
+            env=name,
+            hint="set the environment variable named by git.webhook_secret_env",
+        )
+        return False
+    try:
+        verify(provider, secret, body, headers)
+    except WebhookRefused:
+        return False
+    return True
+
+
+async def _seen(pool: AsyncConnectionPool, provider: str, delivery_id: str) -> bool:
+    async with transaction(pool) as conn:
+        cur = await conn.execute(
+            "SELECT 1 FROM webhook_deliveries WHERE provider = %s AND delivery_id = %s",
+            (provider, delivery_id),
+        )
+        return await cur.fetchone() is not None
+
+
+async def _record(pool: AsyncConnectionPool, provider: str, delivery_id: str, sources: str) -> None:
+    async with transaction(pool) as conn:
+        await conn.execute(
+            "INSERT INTO webhook_deliveries (provider, delivery_id, source_id, outcome) "
+            "VALUES (%s, %s, %s, 'synced') ON CONFLICT DO NOTHING",
+            (provider, delivery_id, sources),
+        )
+
+
+def build_app(ports: ReceiverPorts) -> web.Application:
+    async def receive(request: web.Request) -> web.Response:
+        provider: Provider = request.match_info["provider"]  # type: ignore[assignment]
+        body = await request.read()
+        try:
+            status, payload = await handle_delivery(provider, body, request.headers, ports)
+        except WebhookRefused as refused:
+            return web.json_response({"error": refused.reason}, status=refused.status)
+        return web.json_response(payload, status=status)
+
+    async def health(_: web.Request) -> web.Response:
+        return web.json_response({"ok": True})
+
+    app = web.Application(client_max_size=25 * 1024 * 1024)
+    app.router.add_post("/webhooks/{provider:github|gitlab}", receive)
+    app.router.add_get("/healthz", health)
+    return app

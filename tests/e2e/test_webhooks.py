@@ -1,0 +1,268 @@
+"""Git push webhooks (GitHub and GitLab) against a real local repository and the pipeline."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import subprocess
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from govindex.hashing import sha256_hex
+from ingest import sources
+from ingest.app import WebhookServer
+from tests.conftest import Pipeline
+from tests.e2e.test_invariants import query
+
+pytestmark = pytest.mark.e2e
+
+SECRET = "s3cret-for-tests"
+ZERO = "0" * 40
+
+
+class Remote:
+    """A real git repository standing in for the provider's."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.mkdir()
+        self.git("init", "-q", "-b", "main")
+
+    def git(self, *args: str, when: str = "2025-01-01T00:00:00Z") -> str:
+        env = {
+            **os.environ,
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@example.com",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@example.com",
+            "GIT_AUTHOR_DATE": when,
+            "GIT_COMMITTER_DATE": when,
+        }
+        return subprocess.run(
+            ["git", "-C", str(self.path), *args],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=env,
+        ).stdout.strip()
+
+    def commit(self, when: str, files: dict[str, str | bytes | None]) -> str:
+        for name, content in files.items():
+            target = self.path / name
+            if content is None:
+                target.unlink()
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, bytes):
+                target.write_bytes(content)
+            else:
+                target.write_text(content)
+        self.git("add", "-A")
+        self.git("commit", "-q", "-m", f"change at {when}", when=when)
+        return self.git("rev-parse", "HEAD")
+
+    def tree(self) -> dict[str, str]:
+        """doc_id -> content hash of the indexable files at HEAD."""
+        names = self.git("ls-files").splitlines()
+        out = {}
+        for name in names:
+            data = (self.path / name).read_bytes()
+            text = sources.decode_text(data, name)
+            if name.endswith(".md") and isinstance(text, str):
+                out[name] = sha256_hex(text)
+        return out
+
+
+@pytest.fixture
+async def hooks(
+    pipeline: Pipeline, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[Pipeline, Remote, str]]:
+    monkeypatch.setenv("GOVINDEX_TEST_HOOK_SECRET", SECRET)
+    monkeypatch.setattr(sources, "MAX_FILE_BYTES", 4096)
+    remote = Remote(tmp_path / "remote")
+    await pipeline.register(
+        source_id=f"gh-{pipeline.tenant}",
+        git={
+            "repository": f"acme/{pipeline.tenant}",
+            "remote_url": str(remote.path),
+            "branch": "main",
+            "include": ["*.md"],
+            "webhook_secret_env": "GOVINDEX_TEST_HOOK_SECRET",
+        },
+    )
+    server = WebhookServer(pipeline.settings)
+    url = await server.start()
+    yield pipeline, remote, url
+    await server.stop()
+
+
+async def deliver(
+    url: str,
+    provider: str,
+    body: dict[str, Any],
+    *,
+    delivery: str | None = None,
+    secret: str = SECRET,
+    event: str | None = None,
+) -> tuple[int, dict[str, Any]]:
+    raw = json.dumps(body).encode()
+    delivery = delivery or str(uuid.uuid4())
+    if provider == "github":
+        headers = {
+            "X-GitHub-Event": event or "push",
+            "X-GitHub-Delivery": delivery,
+            "X-Hub-Signature-256": "sha256="
+            + hmac.new(secret.encode(), raw, hashlib.sha256).hexdigest(),
+        }
+    else:
+        headers = {
+            "X-Gitlab-Event": event or "Push Hook",
+            "X-Gitlab-Token": secret,
+            "X-Gitlab-Event-UUID": delivery,
+        }
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(
+            f"{url}/webhooks/{provider}",
+            data=raw,
+            headers={**headers, "Content-Type": "application/json"},
+        ) as response,
+    ):
+        return response.status, await response.json()
+
+
+def github_push(repo: str, before: str, after: str, ref: str = "refs/heads/main") -> dict[str, Any]:
+    return {
+        "ref": ref,
+        "before": before,
+        "after": after,
+        "forced": False,
+        "repository": {"full_name": repo, "name": repo.split("/")[1]},
+        "commits": [],
+        "head_commit": None,
+    }
+
+
+def gitlab_push(repo: str, before: str, after: str) -> dict[str, Any]:
+    return {
+        "object_kind": "push",
+        "event_name": "push",
+        "ref": "refs/heads/main",
+        "before": before,
+        "after": after,
+        "checkout_sha": after,
+        "project": {"path_with_namespace": repo},
+        "commits": [],
+        "total_commits_count": 0,
+    }
+
+
+async def test_pushes_keep_the_index_equal_to_the_branch_head(
+    hooks: tuple[Pipeline, Remote, str],
+) -> None:
+    p, remote, url = hooks
+    source, repo = f"gh-{p.tenant}", f"acme/{p.tenant}"
+
+    a = remote.commit(
+        "2025-01-01T00:00:00Z",
+        {
+            "a.md": "# A\nalpha one\n",
+            "docs/b.md": "# B\nbravo\n",
+            "logo.md": b"\x89PNG\x00\x00binary",
+            "big.md": "# Big\n" + "x " * 3000,
+            "notes.txt": "not included\n",
+        },
+    )
+    status, body = await deliver(url, "github", github_push(repo, ZERO, a), delivery="d-1")
+    assert status == 200
+    assert body["sources"][source]["created"] == 2
+    assert {s["doc_id"] for s in body["sources"][source]["skipped"]} == {"logo.md", "big.md"}
+    await p.wait_caught_up(source)
+    assert await p.active_documents(source) == {
+        k: v for k, v in remote.tree().items() if k in ("a.md", "docs/b.md")
+    }
+
+    # Redelivery of the same delivery id emits nothing.
+    async with p.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT sum(last_sequence) FROM ingest_documents WHERE source_id = %s", (source,)
+        )
+        before_sequences = await cur.fetchone()
+    assert await deliver(url, "github", github_push(repo, ZERO, a), delivery="d-1") == (
+        200,
+        {"duplicate": "d-1"},
+    )
+    async with p.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT sum(last_sequence) FROM ingest_documents WHERE source_id = %s", (source,)
+        )
+        assert await cur.fetchone() == before_sequences
+
+    # Edit a.md and rename docs/b.md -> docs/c.md, delivered by GitLab.
+    b = remote.commit(
+        "2025-02-01T00:00:00Z",
+        {"a.md": "# A\nalpha two\n", "docs/b.md": None, "docs/c.md": "# B\nbravo\n"},
+    )
+    status, body = await deliver(url, "gitlab", gitlab_push(repo, a, b))
+    assert status == 200 and body["sources"][source] | {"skipped": []} == {
+        "created": 1,
+        "updated": 1,
+        "deleted": 1,
+        "unchanged": 0,
+        "skipped": [],
+    }
+
+    # Delete a.md, then force-push the branch back to b plus a new commit.
+    c = remote.commit("2025-03-01T00:00:00Z", {"a.md": None})
+    assert (await deliver(url, "github", github_push(repo, b, c)))[0] == 200
+    remote.git("reset", "-q", "--hard", b)
+    d = remote.commit("2025-04-01T00:00:00Z", {"docs/c.md": "# B\nbravo, edited\n"})
+    assert (await deliver(url, "github", github_push(repo, c, d)))[0] == 200
+    await p.wait_caught_up(source)
+    assert await p.active_documents(source) == remote.tree()
+
+    # as_of an older commit's time returns that commit's content.
+    in_january = datetime(2025, 1, 15, tzinfo=UTC)
+    assert await query(p, "alpha", as_of=in_january) == ["# A\nalpha one\n"]
+    assert await query(p, "alpha") == ["# A\nalpha two\n"]
+
+    # The branch is deleted: the source's documents follow the deletion policy.
+    remote.git("checkout", "-q", "-b", "elsewhere")
+    remote.git("branch", "-q", "-D", "main")
+    assert (await deliver(url, "github", github_push(repo, d, ZERO)))[0] == 200
+    await p.wait_caught_up(source)
+    assert await p.active_documents(source) == {}
+    assert await query(p, "alpha bravo") == []
+
+
+async def test_bad_signatures_unknown_repositories_and_other_events(
+    hooks: tuple[Pipeline, Remote, str],
+) -> None:
+    p, remote, url = hooks
+    repo = f"acme/{p.tenant}"
+    head = remote.commit("2025-01-01T00:00:00Z", {"a.md": "# A\n"})
+    status, body = await deliver(url, "github", github_push(repo, ZERO, head), secret="wrong")
+    assert status == 401 and "signature" in body["error"]
+    status, body = await deliver(url, "gitlab", gitlab_push(repo, ZERO, head), secret="")
+    assert status == 401
+    status, body = await deliver(url, "github", github_push("acme/elsewhere", ZERO, head))
+    assert status == 202 and "not a registered source" in body["ignored"]
+    status, body = await deliver(url, "github", github_push(repo, ZERO, head, "refs/heads/dev"))
+    assert status == 202 and "indexed branch" in body["ignored"]
+    status, body = await deliver(url, "github", {"zen": "hi"}, event="ping")
+    assert status == 202 and "only pushes" in body["ignored"]
+    status, body = await deliver(url, "github", {"ref": "refs/heads/main"})
+    assert status == 400
+    async with p.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT count(*) FROM ingest_documents WHERE source_id = %s", (f"gh-{p.tenant}",)
+        )
+        assert await cur.fetchone() == (0,)
