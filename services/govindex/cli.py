@@ -155,6 +155,17 @@ def build_parser() -> argparse.ArgumentParser:
     path.add_argument("--source", required=True, metavar="ID", help="registered source id")
     _filters(path)
 
+    reconcile = command(
+        "reconcile",
+        cmd_reconcile,
+        "make the index equal to a git source's branch head",
+        "Fetch the source's mirror, compare the tree at the branch head with what the index\n"
+        "holds, and emit the missing creates, updates and deletes. The backstop for a missed\n"
+        "webhook: a file deleted in git never stays searchable. Needs the manifest's `git`\n"
+        "section (remote_url, branch).",
+    )
+    reconcile.add_argument("--source", required=True, metavar="ID")
+
     delete = command(
         "delete",
         cmd_delete,
@@ -615,6 +626,46 @@ def _ingest(
 def _progress(done: int, total: int) -> None:
     if sys.stderr.isatty() and total:
         print(f"\remitting events {done}/{total}", end="", file=sys.stderr, flush=True)
+
+
+def cmd_reconcile(args: argparse.Namespace) -> int:
+    from govindex.adapters.kafka import KafkaEventPublisher
+    from ingest.receiver import ReceiverPorts, reconcile_source
+
+    settings = settings_for(args)
+
+    async def run() -> int:
+        assert settings.kafka_bootstrap
+        async with pool_for(settings) as pool:
+            manifest = await _manifest(pool, args.source)
+            if manifest.git is None:
+                raise Failure(
+                    f"source {args.source!r} has no `git` section (remote_url, branch) in its "
+                    "manifest; add one, or use `govindex ingest git` for a local repository"
+                )
+            publisher = KafkaEventPublisher(settings.kafka_bootstrap)
+            ports = ReceiverPorts(
+                pool=pool,
+                publisher=publisher,
+                topics=settings.topics,
+                mirrors=settings.state_dir / "mirrors",
+                inline_limit=settings.inline_content_limit,
+            )
+            try:
+                drift, report = await reconcile_source(manifest, ports)
+            finally:
+                publisher.close()
+        print(
+            f"reconciled {args.source} with {manifest.git.branch}: "
+            f"{len(drift.missing_or_stale)} missing or stale in the index, "
+            f"{len(drift.only_in_index)} only in the index; emitted {len(report.created)} "
+            f"created, {len(report.updated)} updated, {len(report.deleted)} deleted"
+        )
+        for doc_id in drift.missing_or_stale + drift.only_in_index:
+            print(f"  {doc_id}")
+        return 0
+
+    return run_async(run())
 
 
 def cmd_delete(args: argparse.Namespace) -> int:

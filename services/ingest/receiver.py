@@ -22,6 +22,7 @@ from aiohttp import web
 from psycopg_pool import AsyncConnectionPool
 
 from govindex.adapters.postgres import PostgresChunkStore, PostgresSourceRegistry, transaction
+from govindex.hashing import sha256_hex
 from govindex.records import SourceManifest
 from govindex.settings import Topics
 from ingest.handlers import (
@@ -33,7 +34,7 @@ from ingest.handlers import (
     ingest_snapshot,
 )
 from ingest.mirror import GitMirror
-from ingest.sources import GitSnapshot, SourceFile
+from ingest.sources import GitSnapshot, SourceFile, decode_text
 from ingest.state import PostgresIngestState
 from ingest.webhooks import Provider, WebhookRefused, event_kind, is_push, parse_push, verify
 
@@ -63,8 +64,13 @@ class ReceiverPorts:
         return self._locks.setdefault(source_id, asyncio.Lock())
 
 
-async def sync_source(manifest: SourceManifest, ports: ReceiverPorts) -> IngestReport:
-    """Bring the index of a git source to its branch head (or empty it if the branch is gone)."""
+async def sync_source(
+    manifest: SourceManifest, ports: ReceiverPorts, *, locked: bool = False
+) -> IngestReport:
+    """Bring the index of a git source to its branch head (or empty it if the branch is gone).
+
+    Callers hold `ports.lock(source_id)`; `locked` only documents that they do.
+    """
     assert manifest.git is not None
     git = manifest.git
     mirror = GitMirror(ports.mirrors, manifest.source_id, git.remote_url)
@@ -96,6 +102,63 @@ async def sync_source(manifest: SourceManifest, ports: ReceiverPorts) -> IngestR
     )
     await state.set_checkpoint(manifest.tenant, manifest.source_id, head or deletion_version)
     return report
+
+
+@dataclass(frozen=True)
+class Drift:
+    """Where the index disagrees with the branch head."""
+
+    missing_or_stale: list[str]
+    only_in_index: list[str]
+
+
+async def reconcile_source(
+    manifest: SourceManifest, ports: ReceiverPorts
+) -> tuple[Drift, IngestReport]:
+    """Compare the branch head with what the index holds (not with what the connector last
+    emitted) and emit the creates, updates and deletes that make them equal.
+
+    The backstop for a missed webhook, a lost event or a dead-lettered one.
+    """
+    assert manifest.git is not None
+    git = manifest.git
+    async with ports.lock(manifest.source_id):
+        mirror = GitMirror(ports.mirrors, manifest.source_id, git.remote_url)
+        await asyncio.to_thread(mirror.fetch)
+        head = await asyncio.to_thread(mirror.head, git.branch)
+        tree: dict[str, str] = {}
+        if head is not None:
+            snapshot = await asyncio.to_thread(GitSnapshot, mirror.path, head)
+            files = snapshot.files(git.include, git.exclude)
+            for file, data in snapshot.read(files):
+                text = decode_text(data, file.doc_id)
+                if isinstance(text, str):
+                    tree[file.doc_id] = sha256_hex(text)
+        held, applied = await _held_by_index(ports.pool, manifest.source_id)
+        drift = Drift(
+            missing_or_stale=sorted(d for d, h in tree.items() if held.get(d) != h),
+            only_in_index=sorted(set(held) - set(tree)),
+        )
+        state = PostgresIngestState(ports.pool)
+        await state.forget(manifest.tenant, manifest.source_id, drift.missing_or_stale)
+        await state.assume_present(manifest.tenant, manifest.source_id, drift.only_in_index)
+        await state.raise_sequences(manifest.tenant, manifest.source_id, applied)
+        report = await sync_source(manifest, ports, locked=True)
+    return drift, report
+
+
+async def _held_by_index(
+    pool: AsyncConnectionPool, source_id: str
+) -> tuple[dict[str, str], dict[str, int]]:
+    """Content hashes of the active documents, and the last sequence applied to every one."""
+    async with transaction(pool) as conn:
+        cur = await conn.execute(
+            "SELECT doc_id, state, content_hash, last_sequence FROM documents WHERE source_id = %s",
+            (source_id,),
+        )
+        rows = await cur.fetchall()
+    held = {row[0]: row[2] for row in rows if row[1] == "active"}
+    return held, {row[0]: int(row[3]) for row in rows}
 
 
 async def handle_delivery(

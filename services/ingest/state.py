@@ -14,11 +14,12 @@ class PostgresIngestState:
         self._pool = pool
 
     async def known(self, tenant_id: str, source_id: str) -> dict[str, str]:
-        """Documents the connector last saw present, with their fingerprints."""
+        """Documents the connector last saw present, with their fingerprints ('' when forgotten
+        or never confirmed: such a document is emitted again on the next sync)."""
         async with transaction(self._pool) as conn:
             cur = await conn.execute(
-                "SELECT doc_id, content_hash FROM ingest_documents WHERE tenant_id = %s "
-                "AND source_id = %s AND NOT deleted AND content_hash IS NOT NULL",
+                "SELECT doc_id, coalesce(content_hash, '') FROM ingest_documents "
+                "WHERE tenant_id = %s AND source_id = %s AND NOT deleted",
                 (tenant_id, source_id),
             )
             return {row[0]: row[1] for row in await cur.fetchall()}
@@ -73,3 +74,39 @@ class PostgresIngestState:
                 "position = EXCLUDED.position, updated_at = now()",
                 (tenant_id, source_id, position),
             )
+
+    async def forget(self, tenant_id: str, source_id: str, doc_ids: Sequence[str]) -> None:
+        """Drop fingerprints so the next sync emits these documents again."""
+        async with transaction(self._pool) as conn:
+            await conn.execute(
+                "UPDATE ingest_documents SET content_hash = NULL WHERE tenant_id = %s "
+                "AND source_id = %s AND doc_id = ANY(%s)",
+                (tenant_id, source_id, list(doc_ids)),
+            )
+
+    async def assume_present(self, tenant_id: str, source_id: str, doc_ids: Sequence[str]) -> None:
+        """Mark documents the index holds as known, so a sync that no longer finds them in the
+        source emits their deletion."""
+        async with transaction(self._pool) as conn:
+            for doc_id in doc_ids:
+                await conn.execute(
+                    "INSERT INTO ingest_documents (tenant_id, source_id, doc_id, last_sequence, "
+                    " content_hash) VALUES (%s, %s, %s, 0, 'reconcile:held-by-index') "
+                    "ON CONFLICT (tenant_id, source_id, doc_id) DO UPDATE SET "
+                    " content_hash = coalesce(ingest_documents.content_hash, "
+                    " 'reconcile:held-by-index'), deleted = false",
+                    (tenant_id, source_id, doc_id),
+                )
+
+    async def raise_sequences(
+        self, tenant_id: str, source_id: str, at_least: dict[str, int]
+    ) -> None:
+        """Make the next sequence of each document exceed what the index already applied,
+        so events emitted to repair the index are never stale."""
+        async with transaction(self._pool) as conn:
+            for doc_id, sequence in at_least.items():
+                await conn.execute(
+                    "UPDATE ingest_documents SET last_sequence = greatest(last_sequence, %s) "
+                    "WHERE tenant_id = %s AND source_id = %s AND doc_id = %s",
+                    (sequence, tenant_id, source_id, doc_id),
+                )

@@ -143,6 +143,9 @@ def test_operator_commands_work_against_a_running_stack(running: Path) -> None:
     )
     assert outsider.stdout == ""
 
+    no_git = govindex(cwd, "reconcile", "--source", "handbook", check=False)
+    assert no_git.returncode == 1 and "no `git` section" in no_git.stderr
+
     deleted = govindex(cwd, "delete", "--source", "handbook", "--doc", "old.md")
     assert "sequence 2" in deleted.stdout
     wait_for(lambda: query("turnips") == [])

@@ -266,3 +266,55 @@ async def test_bad_signatures_unknown_repositories_and_other_events(
             "SELECT count(*) FROM ingest_documents WHERE source_id = %s", (f"gh-{p.tenant}",)
         )
         assert await cur.fetchone() == (0,)
+
+
+async def test_reconcile_repairs_a_missed_webhook_and_a_lost_event(
+    hooks: tuple[Pipeline, Remote, str],
+) -> None:
+    p, remote, url = hooks
+    source, repo = f"gh-{p.tenant}", f"acme/{p.tenant}"
+    first = remote.commit("2025-01-01T00:00:00Z", {"a.md": "# A\none\n", "b.md": "# B\nturnip\n"})
+    assert (await deliver(url, "github", github_push(repo, ZERO, first)))[0] == 200
+    await p.wait_caught_up(source)
+
+    # Missed webhook: b.md deleted and c.md added with no delivery at all.
+    remote.commit("2025-02-01T00:00:00Z", {"b.md": None, "c.md": "# C\nnew\n"})
+    # Lost event: the connector recorded a.md's new version, but the event never arrived.
+    remote.commit("2025-03-01T00:00:00Z", {"a.md": "# A\ntwo\n"})
+    blob = remote.git("rev-parse", "HEAD:a.md")
+    async with p.pool.connection() as conn:
+        await conn.execute(
+            "UPDATE ingest_documents SET content_hash = %s "
+            "WHERE source_id = %s AND doc_id = 'a.md'",
+            (f"git-blob:{blob}", source),
+        )
+    assert await query(p, "turnip") == ["# B\nturnip\n"]
+    # Another producer put a document in the index at a high sequence the connector never saw.
+    await p.wait_processed(p.publish(p.change("zzz.md", 50, "# Z\nparsnip\n", source=source)))
+
+    from govindex.adapters.kafka import KafkaEventPublisher
+    from govindex.adapters.postgres import PostgresSourceRegistry
+    from ingest.receiver import ReceiverPorts, reconcile_source
+
+    assert p.settings.kafka_bootstrap
+    publisher = KafkaEventPublisher(p.settings.kafka_bootstrap)
+    try:
+        ports = ReceiverPorts(
+            pool=p.pool,
+            publisher=publisher,
+            topics=p.settings.topics,
+            mirrors=p.settings.state_dir / "mirrors",
+            inline_limit=1 << 20,
+        )
+        manifest = await PostgresSourceRegistry(p.pool).find(source)
+        assert manifest is not None
+        drift, report = await reconcile_source(manifest, ports)
+    finally:
+        publisher.close()
+    assert drift.missing_or_stale == ["a.md", "c.md"]
+    assert drift.only_in_index == ["b.md", "zzz.md"]
+    assert (len(report.created), len(report.updated), len(report.deleted)) == (1, 1, 2)
+    await p.wait_caught_up(source)
+    assert await p.active_documents(source) == remote.tree()
+    assert await query(p, "turnip") == []
+    assert await query(p, "parsnip") == []  # its deletion outranked sequence 50
