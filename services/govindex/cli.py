@@ -113,8 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument(
         "--workers",
-        default="indexer,purger",
-        help="comma-separated workers to run (default: indexer,purger)",
+        default="indexer,purger,cdc",
+        help="comma-separated workers to run (default: indexer,purger,cdc)",
     )
 
     source = sub.add_parser("source", help="register source manifests")
@@ -286,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
         "names",
         nargs="*",
         default=["indexer", "purger"],
-        help="any of indexer, purger, webhooks (default: indexer purger)",
+        help="any of indexer, purger, cdc, webhooks (default: indexer purger)",
     )
     worker.add_argument(
         "--webhook-host",
@@ -446,10 +446,10 @@ async def _serve(
 def cmd_worker(args: argparse.Namespace) -> int:
     configure_logging(level="INFO" if args.log_level == "WARNING" else args.log_level)
     settings = settings_for(args)
-    unknown = set(args.names) - {"indexer", "purger", "webhooks"}
+    unknown = set(args.names) - {"indexer", "purger", "cdc", "webhooks"}
     if unknown:
         raise Failure(
-            f"unknown worker(s) {', '.join(sorted(unknown))}; use indexer, purger, webhooks"
+            f"unknown worker(s) {', '.join(sorted(unknown))}; use indexer, purger, cdc, webhooks"
         )
     workers = tuple(n for n in args.names if n != "webhooks")
     port = args.webhook_port if "webhooks" in args.names else None

@@ -25,16 +25,21 @@ Handle = Callable[[Envelope], Awaitable[Any]]
 Publish = Callable[[str, KafkaRecord], Awaitable[None]]
 
 
+DeliveryHandle = Callable[[Delivery], Awaitable[Any]]
+
+
 async def process(
     delivery: Delivery,
-    handle: Handle,
+    handle: Handle | DeliveryHandle,
     *,
     consumer: str,
     dead_letters_topic: str,
     publish: Publish,
     retry_initial: float = 0.2,
     retry_max: float = 5.0,
+    raw: bool = False,
 ) -> None:
+    """Handle one record; `raw` handlers take the Delivery itself (not a CloudEvent)."""
     structlog.contextvars.bind_contextvars(
         consumer=consumer,
         topic=delivery.topic,
@@ -43,14 +48,22 @@ async def process(
     )
     try:
         try:
-            envelope = decode(delivery.key, delivery.value, delivery.headers)
-            structlog.contextvars.bind_contextvars(event_id=envelope.id)
-            await retry_transient(
-                lambda: handle(envelope),
-                what=consumer,
-                initial=retry_initial,
-                maximum=retry_max,
-            )
+            if raw:
+                await retry_transient(
+                    lambda: handle(delivery),  # type: ignore[arg-type]
+                    what=consumer,
+                    initial=retry_initial,
+                    maximum=retry_max,
+                )
+            else:
+                envelope = decode(delivery.key, delivery.value, delivery.headers)
+                structlog.contextvars.bind_contextvars(event_id=envelope.id)
+                await retry_transient(
+                    lambda: handle(envelope),  # type: ignore[arg-type]
+                    what=consumer,
+                    initial=retry_initial,
+                    maximum=retry_max,
+                )
         except PermanentError as error:
             record = dead_letter(delivery, error, consumer)
             await retry_transient(
@@ -75,21 +88,22 @@ def subscribe(
     topic: str,
     group_id: str,
     consumer: str,
-    handle: Handle,
+    handle: Handle | DeliveryHandle,
     dead_letters_topic: str,
     publish: Publish,
+    raw: bool = False,
 ) -> None:
     """Register a subscriber that runs `process` for every record of `topic`."""
 
     async def on_record(body: Any, msg: KafkaMessage) -> None:
-        raw: Any = msg.raw_message  # aiokafka ConsumerRecord (one record, not a batch)
+        record: Any = msg.raw_message  # aiokafka ConsumerRecord (one record, not a batch)
         delivery = Delivery(
-            topic=raw.topic,
-            partition=raw.partition,
-            offset=raw.offset,
-            key=raw.key,
-            value=raw.value,
-            headers=list(raw.headers or []),
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            key=record.key,
+            value=record.value,
+            headers=list(record.headers or []),
         )
         await process(
             delivery,
@@ -97,6 +111,7 @@ def subscribe(
             consumer=consumer,
             dead_letters_topic=dead_letters_topic,
             publish=publish,
+            raw=raw,
         )
 
     on_record.__name__ = f"on_{consumer}_record"

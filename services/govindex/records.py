@@ -59,6 +59,30 @@ class GitSettings(BaseModel):
     )
 
 
+class CdcSettings(BaseModel):
+    """How rows of one table, seen through Debezium change events, become documents."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    topic: str = Field(min_length=1, description="the Debezium topic of the table")
+    table: str = Field(min_length=1, description="schema.table, e.g. public.runbooks")
+    id_columns: list[str] = Field(min_length=1)
+    text_columns: list[str] = Field(default_factory=list)
+    text_template: str | None = Field(
+        default=None, description="e.g. '# {title}\n\n{body}'; columns in braces"
+    )
+    acl_column: str | None = None
+    valid_from_column: str | None = None
+    valid_to_column: str | None = None
+    metadata_columns: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _has_text(self) -> CdcSettings:
+        if not self.text_columns and not self.text_template:
+            raise ValueError("a cdc section needs text_columns or a text_template")
+        return self
+
+
 class SourceManifest(BaseModel):
     """A registered source: who owns it, who may see it, how long history lives."""
 
@@ -82,6 +106,7 @@ class SourceManifest(BaseModel):
     schema_version: Literal[1] = 1
     enabled: bool = True
     git: GitSettings | None = None
+    cdc: CdcSettings | None = None
 
     @field_validator("default_acl")
     @classmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass, field
+from typing import Any
 
 import structlog
 from faststream.kafka import KafkaBroker
@@ -29,7 +30,7 @@ from purger.handlers import PurgerPorts, purge_document
 
 log = structlog.get_logger(__name__)
 
-WORKERS = ("indexer", "purger")
+WORKERS = ("indexer", "purger", "cdc")
 
 
 @dataclass
@@ -96,10 +97,50 @@ class Workers:
                 publish=publish,
             )
             self._brokers.append(broker)
+        if "cdc" in self.run:
+            await self._subscribe_cdc(publish)
         # Each broker joins its own consumer group; joining in parallel halves start-up.
         await asyncio.gather(*(broker.start() for broker in self._brokers))
         self._relay = asyncio.create_task(self._relay_outbox(), name="outbox-relay")
         log.info("workers.started", workers=list(self.run), generation=generation)
+
+    async def _subscribe_cdc(self, publish: Any) -> None:
+        """One subscriber per Debezium topic named by a registered source's `cdc` section.
+
+        Sources registered later are picked up at the next start.
+        """
+        from ingest.cdc_worker import CONSUMER as CDC
+        from ingest.cdc_worker import CdcPorts, apply_change, cdc_sources
+
+        s = self.settings
+        assert self._pool is not None and s.kafka_bootstrap
+        manifests = await cdc_sources(self._pool)
+        if not manifests:
+            log.info("cdc.no_sources")
+            return
+        ports = CdcPorts(
+            pool=self._pool, publish=publish, topics=s.topics, inline_limit=s.inline_content_limit
+        )
+        broker = KafkaBroker(s.kafka_bootstrap, client_id="govindex-cdc", logger=None)
+        for manifest in manifests:
+            assert manifest.cdc is not None
+            source_id = manifest.source_id
+
+            def handle(delivery: Any, source_id: str = source_id) -> Any:
+                return apply_change(delivery, source_id, ports)
+
+            subscribe(
+                broker,
+                topic=manifest.cdc.topic,
+                group_id=s.group(f"{CDC}.{source_id}"),
+                consumer=f"{CDC}:{source_id}",
+                handle=handle,
+                dead_letters_topic=s.topics.dead_letters,
+                publish=publish,
+                raw=True,
+            )
+            log.info("cdc.subscribed", source=source_id, topic=manifest.cdc.topic)
+        self._brokers.append(broker)
 
     async def _relay_outbox(self) -> None:
         assert self._pool is not None and self._publisher is not None

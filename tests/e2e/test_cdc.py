@@ -1,0 +1,218 @@
+"""CDC end to end: real row changes in PostgreSQL, shaped as Debezium shapes them, through
+Kafka and the CDC connector, into the governed index."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from kafka import KafkaProducer
+
+from govindex import events
+from govindex.adapters.kafka import ensure_topics
+from tests.conftest import Pipeline, until
+from tests.e2e.test_invariants import query
+
+pytestmark = pytest.mark.e2e
+
+# Row-level triggers write each change in Debezium's envelope (before, after, source with the
+# change's LSN, op, ts_ms) to an outbox: real row changes, Debezium's shape.
+DEBEZIUM_SHAPE = """
+CREATE TABLE runbooks (
+    id int PRIMARY KEY, title text NOT NULL, body text NOT NULL, acl text[],
+    effective_from timestamptz, effective_to timestamptz, owner text);
+CREATE TABLE cdc_outbox (id bigserial PRIMARY KEY, key jsonb, value jsonb);
+CREATE FUNCTION debezium_shape() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    src jsonb := jsonb_build_object(
+        'version', '2.7.0.Final', 'connector', 'postgresql', 'name', 'dbserver1',
+        'db', current_database(), 'schema', TG_TABLE_SCHEMA, 'table', TG_TABLE_NAME,
+        'snapshot', 'false', 'txId', txid_current(),
+        'lsn', (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint,
+        'ts_ms', (extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        INSERT INTO cdc_outbox (key, value) VALUES (NULL, jsonb_build_object(
+            'before', NULL, 'after', NULL, 'op', 't', 'source', src,
+            'ts_ms', src->'ts_ms'));
+    ELSIF TG_OP = 'DELETE' THEN
+        INSERT INTO cdc_outbox (key, value) VALUES (jsonb_build_object('id', OLD.id),
+            jsonb_build_object('before', to_jsonb(OLD), 'after', NULL, 'op', 'd',
+                               'source', src, 'ts_ms', src->'ts_ms'));
+    ELSE
+        INSERT INTO cdc_outbox (key, value) VALUES (jsonb_build_object('id', NEW.id),
+            jsonb_build_object(
+                'before', CASE WHEN TG_OP = 'UPDATE' THEN to_jsonb(OLD) END,
+                'after', to_jsonb(NEW), 'op', CASE TG_OP WHEN 'INSERT' THEN 'c' ELSE 'u' END,
+                'source', src, 'ts_ms', src->'ts_ms'));
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER runbooks_rows AFTER INSERT OR UPDATE OR DELETE ON runbooks
+    FOR EACH ROW EXECUTE FUNCTION debezium_shape();
+CREATE TRIGGER runbooks_truncate AFTER TRUNCATE ON runbooks
+    FOR EACH STATEMENT EXECUTE FUNCTION debezium_shape();
+"""
+
+
+async def settle(p: Pipeline, source: str, expected: set[str]) -> None:
+    """Until the index holds exactly `expected` as active, and nothing emitted is pending."""
+    await until(
+        lambda: p.active_documents(source),
+        lambda docs: set(docs) == expected,
+        60,
+        f"active documents {sorted(expected)}",
+    )
+    await p.wait_caught_up(source)
+
+
+class Cdc:
+    def __init__(self, p: Pipeline, topic: str) -> None:
+        assert p.settings.kafka_bootstrap
+        self.p, self.topic = p, topic
+        self.producer = KafkaProducer(bootstrap_servers=p.settings.kafka_bootstrap)
+        self.shipped = 0
+        self.kept: list[tuple[bytes | None, bytes | None]] = []
+
+    async def sql(self, statement: str, *params: Any) -> None:
+        async with self.p.pool.connection() as conn:
+            await conn.execute(statement, params or None)
+
+    async def ship(
+        self, *, wrap: bool = False, tombstones: bool = False, hold_back: int = 0
+    ) -> None:
+        """Send new outbox rows as Debezium would; `hold_back` keeps the last N to replay
+        late (out of order)."""
+        async with self.p.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT id, key, value FROM cdc_outbox WHERE id > %s ORDER BY id", (self.shipped,)
+            )
+            rows = await cur.fetchall()
+        for n, (row_id, key, value) in enumerate(rows):
+            self.shipped = row_id
+            k = (
+                json.dumps({"schema": {"type": "struct"}, "payload": key} if wrap else key).encode()
+                if key
+                else None
+            )
+            v = json.dumps(
+                {"schema": {"type": "struct"}, "payload": value} if wrap else value
+            ).encode()
+            if n >= len(rows) - hold_back:
+                self.kept.append((k, v))
+                continue
+            self.producer.send(self.topic, key=k, value=v)
+            if tombstones and value["op"] == "d":
+                self.producer.send(self.topic, key=k, value=None)
+        self.producer.flush()
+
+    def replay_kept(self) -> None:
+        for k, v in self.kept:
+            self.producer.send(self.topic, key=k, value=v)
+        self.producer.flush()
+        self.kept.clear()
+
+
+async def test_row_inserts_updates_deletes_and_truncate_become_document_changes(
+    pipeline: Pipeline,
+) -> None:
+    p = pipeline
+    source, topic = f"cdc-{p.tenant}", f"{p.settings.namespace}.dbserver1.public.runbooks"
+    assert p.settings.kafka_bootstrap
+    ensure_topics(p.settings.kafka_bootstrap, [topic], 2)
+    await p.register(
+        source_id=source,
+        source_type="cdc",
+        parser="markdown",
+        cdc={
+            "topic": topic,
+            "table": "public.runbooks",
+            "id_columns": ["id"],
+            "text_template": "# {title}\n\n{body}\n",
+            "acl_column": "acl",
+            "valid_from_column": "effective_from",
+            "valid_to_column": "effective_to",
+            "metadata_columns": ["owner"],
+        },
+    )
+    await p.stop_workers()
+    await p.start_workers()  # the CDC worker subscribes to the topics of registered sources
+    cdc = Cdc(p, topic)
+    try:
+        await _scenario(p, cdc, source)
+    finally:
+        cdc.producer.close()
+
+
+async def _scenario(p: Pipeline, cdc: Cdc, source: str) -> None:
+    await cdc.sql(DEBEZIUM_SHAPE)
+
+    await cdc.sql(
+        "INSERT INTO runbooks VALUES (1, 'Failover', 'Promote the replica.', NULL, "
+        "'2025-01-01T00:00:00Z', NULL, 'data'), (2, 'Salaries', 'Band E4 is paid.', "
+        "'{group:hr}', '2025-01-01T00:00:00Z', '2030-01-01T00:00:00Z', 'people')"
+    )
+    await cdc.ship()
+    await settle(p, source, {"public.runbooks/1", "public.runbooks/2"})
+    assert await query(p, "salaries band") == []  # acl column: group:hr only
+    assert len(await query(p, "salaries band", principals=("group:hr",))) == 1
+    assert len(await query(p, "replica", as_of=datetime(2025, 2, 1, tzinfo=UTC))) == 1
+
+    # Two updates of row 1; the newer is delivered first, the older after it (ignored).
+    await cdc.sql("UPDATE runbooks SET body = 'Run dbctl failover.' WHERE id = 1")
+    await cdc.sql(
+        "UPDATE runbooks SET body = 'Run dbctl failover --to db-3.', "
+        "effective_from = '2025-06-01T00:00:00Z' WHERE id = 1"
+    )
+    await cdc.ship(wrap=True, hold_back=2)
+    newer, older = cdc.kept[1], cdc.kept[0]
+    cdc.kept = [newer, older]
+    cdc.replay_kept()
+    await until(
+        lambda: query(p, "dbctl failover"),
+        lambda hits: any("db-3" in h for h in hits),
+        60,
+        "the newest update",
+    )
+    late = json.loads(older[1] or b"{}")["payload"]
+    late_id = events.event_id(
+        p.tenant, source, "public.runbooks/1", f"lsn:{late['source']['lsn']}", "upsert"
+    )
+    await p.wait_processed([late_id])  # the older update did arrive, after the newer one
+    await p.wait_caught_up(source)
+    assert await query(p, "dbctl failover") == ["# Failover\n\nRun dbctl failover --to db-3.\n"]
+    assert await query(p, "replica", as_of=datetime(2025, 3, 1, tzinfo=UTC)) == [
+        "# Failover\n\nPromote the replica.\n"
+    ]
+
+    # A delete whose Kafka tombstone never arrives is still a delete; the tombstone of another
+    # delete arriving after its delete changes nothing.
+    await cdc.sql("DELETE FROM runbooks WHERE id = 2")
+    await cdc.ship()
+    await settle(p, source, {"public.runbooks/1"})
+    assert await query(p, "salaries band", principals=("group:hr",)) == []
+
+    await cdc.sql(
+        "INSERT INTO runbooks VALUES (3, 'Cache', 'Flush the edge cache.', NULL, "
+        "NULL, NULL, 'edge')"
+    )
+    await cdc.sql("DELETE FROM runbooks WHERE id = 3")
+    await cdc.ship(tombstones=True)
+    await until(
+        lambda: p.pg_chunks("public.runbooks/3"),
+        lambda rows: rows == [],
+        60,
+        "row 3 created then deleted",
+    )
+    await settle(p, source, {"public.runbooks/1"})
+
+    # Truncate deletes every document of the table.
+    await cdc.sql(
+        "INSERT INTO runbooks VALUES (4, 'Queue', 'Drain the queue.', NULL, NULL, NULL, 'ops')"
+    )
+    await cdc.sql("TRUNCATE runbooks")
+    await cdc.ship()
+    await settle(p, source, set())
+    assert await query(p, "queue failover replica") == []
