@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -98,6 +99,9 @@ def wait_for(check: object, timeout: float = 60.0) -> None:
 
 def test_operator_commands_work_against_a_running_stack(running: Path) -> None:
     cwd = running
+    stack = json.loads((cwd / ".govindex" / "stack.json").read_text())
+    with urllib.request.urlopen(f"{stack['http_url']}/healthz", timeout=10) as health:
+        assert json.loads(health.read()) == {"ok": True}  # the webhook receiver is served
     (cwd / "handbook.yaml").write_text(MANIFEST)
     applied = govindex(cwd, "source", "apply", "handbook.yaml")
     assert "created  handbook" in applied.stdout
