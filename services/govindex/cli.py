@@ -178,6 +178,19 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("--doc", required=True, metavar="DOC", help="document id (its path)")
     delete.add_argument("--reason", default="deleted_by_operator")
 
+    verify = command(
+        "verify-purge",
+        cmd_verify_purge,
+        "re-check every sink for a deleted document; exit 1 if anything is left",
+        "Re-check Postgres, every OpenSearch generation, the Redis cache and stored\n"
+        "summaries for the latest deletion of DOC. Exits 0 only when nothing of the deleted\n"
+        "content is left (with deletion_mode tombstone: when nothing of it is current).",
+    )
+    verify.add_argument("--source", required=True, metavar="ID")
+    verify.add_argument("--doc", required=True, metavar="DOC")
+
+    command("purge-status", cmd_purge_status, "list pending and failed purges")
+
     documents = command("documents", cmd_documents, "list the documents held for a source")
     documents.add_argument("--source", required=True, metavar="ID")
     documents.add_argument("--json", action="store_true", help="print JSON lines")
@@ -703,6 +716,75 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 # --- documents / status / query --------------------------------------------------------
+
+
+def cmd_verify_purge(args: argparse.Namespace) -> int:
+    from govindex.verify import verify_purge
+
+    settings = settings_for(args)
+
+    async def run() -> int:
+        async with pool_for(settings) as pool:
+            manifest = await _manifest_exists_and_get(pool, args.source)
+            report = await verify_purge(settings, pool, manifest, args.doc)
+        print(
+            f"{args.source}/{args.doc}: deletion at sequence {report.sequence} "
+            f"({report.mode}, purge {report.state})"
+        )
+        for sink, left, detail in report.sinks:
+            print(f"  {'ok  ' if not left else 'LEFT'} {sink:<11} {left} remaining  {detail}")
+        if report.clean:
+            print("nothing of the deleted content is left")
+            return 0
+        print(
+            "content is left: the purge is not complete (see `govindex purge-status`)",
+            file=sys.stderr,
+        )
+        return 1
+
+    return run_async(run())
+
+
+async def _manifest_exists_and_get(pool: AsyncConnectionPool, source_id: str) -> Any:
+    from govindex.adapters.postgres import PostgresSourceRegistry
+
+    manifest = await PostgresSourceRegistry(pool).find(source_id)
+    if manifest is None:
+        raise Failure(f"source {source_id!r} is not registered")
+    return manifest
+
+
+def cmd_purge_status(args: argparse.Namespace) -> int:
+    from govindex.adapters.postgres import PostgresPurgeStore
+
+    settings = settings_for(args)
+
+    async def run() -> int:
+        async with pool_for(settings) as pool:
+            pending = await PostgresPurgeStore(pool).pending()
+        if not pending:
+            print("no pending or failed purges")
+            return 0
+        rows: list[tuple[str, ...]] = [
+            ("DOC", "SEQ", "MODE", "SINCE", "STATE", "ATTEMPTS", "LAST ERROR")
+        ]
+        for t in pending:
+            state = "failing" if t.purge_attempts else "pending"
+            rows.append(
+                (
+                    f"{t.source_id}/{t.doc_id}",
+                    str(t.sequence),
+                    t.deletion_mode,
+                    _time(t.recorded_at),
+                    state,
+                    str(t.purge_attempts),
+                    (t.purge_error or "-")[:60],
+                )
+            )
+        _print_table(rows)
+        return 0
+
+    return run_async(run())
 
 
 def cmd_documents(args: argparse.Namespace) -> int:

@@ -127,3 +127,23 @@ PAYLOAD_MODELS: dict[str, type[BaseModel]] = {
     "document.indexed": DocumentIndexed,
     "document.purged": DocumentPurged,
 }
+
+
+ARTIFACT_INVALIDATED = f"{EVENT_PREFIX}.artifact.invalidated.v1"
+
+
+class ArtifactInvalidated(BaseModel):
+    """A stored summary or memory lost (part of) what it was built from: rebuild it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tenant_id: Slug
+    kind: str
+    artifact_id: str
+    location: str
+    reason: str
+    caused_by: str
+    invalidated_at: AwareDatetime
+
+
+PAYLOAD_MODELS["artifact.invalidated"] = ArtifactInvalidated

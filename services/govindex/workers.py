@@ -19,9 +19,11 @@ from govindex.adapters.postgres import (
     PostgresPurgeStore,
     PostgresSourceRegistry,
 )
+from govindex.adapters.redis_cache import RedisTaggedCache
 from govindex.consumer import subscribe
 from govindex.db import open_pool
 from govindex.errors import TransientError
+from govindex.lineage import PostgresLineage
 from govindex.settings import Settings
 from indexer.handlers import CONSUMER as INDEXER
 from indexer.handlers import IndexerPorts, index_document
@@ -45,6 +47,7 @@ class Workers:
     _publisher: AsyncKafkaPublisher | None = None
     _brokers: list[KafkaBroker] = field(default_factory=list)
     _relay: asyncio.Task[None] | None = None
+    _cache: RedisTaggedCache | None = None
 
     async def start(self) -> None:
         s = self.settings
@@ -82,10 +85,14 @@ class Workers:
             self._brokers.append(broker)
         if "purger" in self.run:
             broker = KafkaBroker(s.kafka_bootstrap, client_id="govindex-purger", logger=None)
+            if s.redis_url:
+                self._cache = RedisTaggedCache(s.redis_url, s.namespace)
             purger_ports = PurgerPorts(
                 store=PostgresPurgeStore(self._pool),
                 index=self._index,
                 receipts_topic=s.topics.receipts,
+                lineage=PostgresLineage(self._pool),
+                cache=self._cache,
             )
             subscribe(
                 broker,
@@ -164,6 +171,8 @@ class Workers:
         self._brokers.clear()
         if self._publisher is not None:
             await self._publisher.stop()
+        if self._cache is not None:
+            await self._cache.close()
         if self._index is not None:
             await self._index.close()
         if self._pool is not None:

@@ -20,10 +20,12 @@ from typing import Any
 import structlog
 from aiohttp import web
 from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from govindex.adapters.postgres import PostgresChunkStore, PostgresSourceRegistry, transaction
 from govindex.hashing import sha256_hex
-from govindex.records import SourceManifest
+from govindex.lineage import PostgresLineage
+from govindex.records import Slug, SourceManifest
 from govindex.settings import Topics
 from ingest.handlers import (
     IngestContext,
@@ -267,6 +269,19 @@ async def _record(pool: AsyncConnectionPool, provider: str, delivery_id: str, so
         )
 
 
+class DerivedArtifact(BaseModel):
+    """Body of POST /lineage."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tenant_id: Slug
+    kind: str = Field(min_length=1, max_length=64)
+    id: str = Field(min_length=1, max_length=512)
+    built_from: list[str] = Field(min_length=1)
+    location: str = Field(min_length=1)
+    text: str | None = None
+
+
 def build_app(ports: ReceiverPorts) -> web.Application:
     async def receive(request: web.Request) -> web.Response:
         provider: Provider = request.match_info["provider"]  # type: ignore[assignment]
@@ -280,7 +295,24 @@ def build_app(ports: ReceiverPorts) -> web.Application:
     async def health(_: web.Request) -> web.Response:
         return web.json_response({"ok": True})
 
+    async def register(request: web.Request) -> web.Response:
+        """POST /lineage: a stored summary or memory says what it was built from."""
+        try:
+            body = DerivedArtifact.model_validate_json(await request.read())
+        except ValidationError as exc:
+            return web.json_response({"error": exc.errors(include_url=False)}, status=400)
+        await PostgresLineage(ports.pool).register_derived(
+            body.kind,
+            body.id,
+            body.built_from,
+            body.location,
+            tenant_id=body.tenant_id,
+            text=body.text,
+        )
+        return web.json_response({"registered": f"{body.kind}/{body.id}"}, status=201)
+
     app = web.Application(client_max_size=25 * 1024 * 1024)
     app.router.add_post("/webhooks/{provider:github|gitlab}", receive)
     app.router.add_get("/healthz", health)
+    app.router.add_post("/lineage", register)
     return app

@@ -12,9 +12,10 @@ import structlog
 
 from govindex import events
 from govindex.adapters.postgres import OutboxMessage, TombstoneRow
-from govindex.envelope import Envelope, encode_document_event
+from govindex.envelope import Envelope, encode, encode_document_event
 from govindex.errors import InvalidEvent, TransientError
-from govindex.events import DocumentDeleted, DocumentPurged, SinkResult
+from govindex.events import ArtifactInvalidated, DocumentDeleted, DocumentPurged, SinkResult
+from govindex.lineage import Invalidated
 from govindex.records import DeletionMode
 from indexer.handlers import parse_payload
 
@@ -62,11 +63,27 @@ class PurgeIndex(Protocol):
     ) -> int: ...
 
 
+class TaggedCache(Protocol):
+    async def evict_document(self, doc_key: str, chunk_ids: Sequence[str] = ()) -> int: ...
+
+    async def count_document(self, doc_key: str, chunk_ids: Sequence[str] = ()) -> int: ...
+
+
+class Lineage(Protocol):
+    async def invalidate(
+        self, tenant_id: str, doc_key: str, chunk_ids: Sequence[str], reason: str
+    ) -> list[Invalidated]: ...
+
+    async def remaining(self, tenant_id: str, doc_key: str, chunk_ids: Sequence[str]) -> int: ...
+
+
 @dataclass(frozen=True)
 class PurgerPorts:
     store: PurgeStore
     index: PurgeIndex
     receipts_topic: str
+    lineage: Lineage
+    cache: TaggedCache | None = None
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
 
@@ -94,6 +111,8 @@ async def purge_document(envelope: Envelope, ports: PurgerPorts) -> DocumentPurg
     started = time.monotonic()
     try:
         sinks = await _purge_sinks(payload, tombstone, ports)
+        copies, invalidated = await _purge_copies(payload, tombstone, ports)
+        sinks += copies
     except TransientError as exc:
         await ports.store.note_failure(tombstone, str(exc))
         raise
@@ -115,7 +134,8 @@ async def purge_document(envelope: Envelope, ports: PurgerPorts) -> DocumentPurg
         envelope.id,
         tombstone,
         receipt.model_dump(mode="json"),
-        [OutboxMessage(ports.receipts_topic, record)],
+        [OutboxMessage(ports.receipts_topic, record)]
+        + [_invalidation(payload, artifact, ports, now) for artifact in invalidated],
     )
     if done:
         log.info(
@@ -171,3 +191,70 @@ async def _purge_sinks(
         ),
         SinkResult(sink="opensearch", removed=os_removed, remaining=os_left, verified=True),
     ]
+
+
+async def _purge_copies(
+    payload: DocumentDeleted, tombstone: TombstoneRow, ports: PurgerPorts
+) -> tuple[list[SinkResult], list[Invalidated]]:
+    """Caches and stored summaries built from the document: evicted and invalidated in both
+    deletion modes (what they hold was current content, and it no longer is)."""
+    key, chunks = payload.key, tombstone.chunk_ids
+    results = []
+    if ports.cache is None:
+        results.append(
+            SinkResult(
+                sink="redis", removed=0, remaining=0, verified=True, detail="no cache configured"
+            )
+        )
+    else:
+        evicted = await ports.cache.evict_document(key, chunks)
+        left = await ports.cache.count_document(key, chunks)
+        if left:
+            raise TransientError(f"{left} cache entries of {key} survived eviction; retrying")
+        results.append(SinkResult(sink="redis", removed=evicted, remaining=0, verified=True))
+    reason = f"{key} deleted ({payload.reason}) at sequence {payload.sequence}"
+    invalidated = await ports.lineage.invalidate(payload.tenant_id, key, chunks, reason)
+    left = await ports.lineage.remaining(payload.tenant_id, key, chunks)
+    if left:
+        raise TransientError(f"{left} stored summaries of {key} still hold text; retrying")
+    results.append(
+        SinkResult(
+            sink="summaries",
+            removed=len(invalidated),
+            remaining=0,
+            verified=True,
+            detail="text removed, status and reason kept",
+        )
+    )
+    return results, invalidated
+
+
+def _invalidation(
+    payload: DocumentDeleted, artifact: Invalidated, ports: PurgerPorts, now: datetime
+) -> OutboxMessage:
+    body = ArtifactInvalidated(
+        tenant_id=payload.tenant_id,
+        kind=artifact.kind,
+        artifact_id=artifact.artifact_id,
+        location=artifact.location,
+        reason=f"built from {payload.key}, which was deleted",
+        caused_by=payload.key,
+        invalidated_at=now,
+    )
+    record = encode(
+        event_type=events.ARTIFACT_INVALIDATED,
+        event_id=events.event_id(
+            payload.tenant_id,
+            artifact.kind,
+            artifact.artifact_id,
+            payload.key,
+            f"invalidated:{payload.sequence}",
+        ),
+        tenant_id=payload.tenant_id,
+        source_id=payload.source_id,
+        subject=f"{artifact.kind}/{artifact.artifact_id}",
+        key=payload.key,
+        payload=body,
+        time=now,
+    )
+    return OutboxMessage(ports.receipts_topic, record)

@@ -30,7 +30,10 @@ class CuttableProxy:
         self._pipes: set[asyncio.StreamWriter] = set()
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
+        """Listen (again, after a cut) on the same port."""
+        self._server = await asyncio.start_server(
+            self._accept, "127.0.0.1", self.port, reuse_address=True
+        )
 
     async def cut(self) -> None:
         """Stop accepting and drop every open connection: the server is 'down'."""

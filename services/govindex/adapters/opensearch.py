@@ -291,6 +291,19 @@ class OpenSearchIndex:
             raise _translate(exc, "read-back count") from exc
         return int(result["count"])
 
+    async def count_current(self, tenant_id: str, source_id: str, doc_id: str) -> int:
+        """Chunks of the document that any generation still holds as current."""
+        query = self._doc_query(tenant_id, source_id, doc_id, None)
+        query["bool"]["must_not"] = [{"exists": {"field": "superseded_at"}}]
+        try:
+            await self._client.indices.refresh(index=self.pattern)
+            result = await self._client.count(index=self.pattern, body={"query": query})
+        except os_exc.NotFoundError:
+            return 0
+        except Exception as exc:
+            raise _translate(exc, "read-back count") from exc
+        return int(result["count"])
+
     @staticmethod
     def _doc_query(
         tenant_id: str, source_id: str, doc_id: str, up_to_sequence: int | None

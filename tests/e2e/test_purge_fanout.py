@@ -1,0 +1,191 @@
+"""Deletion reaches every copy: caches, stored summaries, every index generation; verified."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from govindex.adapters.redis_cache import RedisTaggedCache
+from govindex.lineage import PostgresLineage
+from tests.conftest import Pipeline, read_topic
+from tests.e2e.test_crash_safety import CuttableProxy
+from tests.e2e.test_invariants import V1, query
+
+pytestmark = pytest.mark.e2e
+
+
+def cli(p: Pipeline, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "GOVINDEX_PG_DSN": p.settings.pg_dsn or "",
+        "GOVINDEX_KAFKA_BOOTSTRAP": p.settings.kafka_bootstrap or "",
+        "GOVINDEX_OPENSEARCH_URL": p.settings.opensearch_url or "",
+        "GOVINDEX_REDIS_URL": p.settings.redis_url or "",
+        "GOVINDEX_NAMESPACE": p.settings.namespace,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "govindex.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+async def test_a_purge_evicts_tagged_cache_entries_and_invalidates_stored_summaries(
+    pipeline: Pipeline,
+) -> None:
+    p = pipeline
+    other_text = "# Other\nA green switch.\n"
+    await p.wait_processed(p.publish(p.change("run.md", 1, V1), p.change("keep.md", 1, other_text)))
+    chunks = [r["chunk_id"] for r in await p.pg_chunks("run.md")]
+    doc, other = f"{p.tenant}/{p.source}/run.md", f"{p.tenant}/{p.source}/keep.md"
+    assert p.settings.redis_url
+    cache = RedisTaggedCache(p.settings.redis_url, p.settings.namespace)
+    lineage = PostgresLineage(p.pool)
+    try:
+        await cache.put(
+            "pack-1", "ctx with the blue lever", documents=[doc], principals=["group:eng"]
+        )
+        await cache.put("pack-2", "ctx from one chunk", documents=[], chunks=chunks[:1])
+        await cache.put("pack-3", "unrelated", documents=[other])
+        await lineage.register_derived(
+            "summary",
+            "s-1",
+            [doc],
+            "summaries/s-1",
+            tenant_id=p.tenant,
+            text="The blue lever restarts it.",
+        )
+        await lineage.register_derived(
+            "memory", "m-1", chunks[1:], "agent/m-1", tenant_id=p.tenant, text="Pull the red lever."
+        )
+        await lineage.register_derived(
+            "summary", "s-2", [other], "summaries/s-2", tenant_id=p.tenant, text="Kept."
+        )
+
+        await p.wait_processed(p.publish(p.deletion("run.md", 2)))
+        receipt = await p.wait_purged("run.md", 2)
+        sinks = {s["sink"]: s for s in receipt["sinks"]}
+        assert sinks["redis"]["removed"] == 2 and sinks["summaries"]["removed"] == 2
+        assert all(s["verified"] and s["remaining"] == 0 for s in receipt["sinks"])
+        assert await cache.get("pack-1") is None and await cache.get("pack-2") is None
+        assert await cache.get("pack-3") == b"unrelated"
+        summary = await lineage.get(p.tenant, "summary", "s-1")
+        assert summary is not None and summary["status"] == "invalidated"
+        assert summary["text"] is None and "run.md" in str(summary["reason"])
+        assert (await lineage.get(p.tenant, "summary", "s-2") or {})["text"] == "Kept."
+    finally:
+        await cache.close()
+    assert p.settings.kafka_bootstrap
+    for _ in range(50):
+        receipts = read_topic(p.settings.kafka_bootstrap, p.settings.topics.receipts)
+        invalidated = [
+            json.loads(r.value)
+            for r in receipts
+            if dict(r.headers).get("ce_type", b"").endswith(b"invalidated.v1")
+        ]
+        if len(invalidated) == 2:
+            break
+        await asyncio.sleep(0.2)
+    assert {(i["kind"], i["artifact_id"]) for i in invalidated} == {
+        ("summary", "s-1"),
+        ("memory", "m-1"),
+    }
+    assert await query(p, "blue lever") == []
+    assert await query(p, "green switch") == [other_text]
+
+    done = cli(p, "verify-purge", "--source", p.source, "--doc", "run.md")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "nothing of the deleted content is left" in done.stdout
+
+
+async def test_verify_purge_fails_when_a_copy_survives(pipeline: Pipeline) -> None:
+    p = pipeline
+    await p.wait_processed(p.publish(p.change("x.md", 1, V1)))
+    await p.wait_processed(p.publish(p.deletion("x.md", 2)))
+    await p.wait_purged("x.md", 2)
+    # A copy the purge could not know about: an old generation restored from a backup.
+    p.search.index(
+        index=f"{p.settings.index_alias}-g0099",
+        id="stray",
+        refresh=True,
+        body={
+            "tenant_id": p.tenant,
+            "source_id": p.source,
+            "doc_id": "x.md",
+            "version_sequence": 1,
+            "text": "blue lever",
+        },
+    )
+    done = cli(p, "verify-purge", "--source", p.source, "--doc", "x.md")
+    assert done.returncode == 1
+    assert "LEFT opensearch" in done.stdout
+
+
+async def test_a_sink_that_is_down_is_retried_and_the_purge_completes_when_it_returns(
+    pipeline: Pipeline,
+    tmp_path: Path,
+) -> None:
+    p = pipeline
+    await p.wait_processed(p.publish(p.change("down.md", 1, V1)))
+    await p.stop_workers()
+    assert p.settings.opensearch_url
+    host, port = p.settings.opensearch_url.removeprefix("http://").split(":")
+    proxy = CuttableProxy(host, int(port))
+    await proxy.start()
+    env = {
+        **os.environ,
+        "GOVINDEX_PG_DSN": p.settings.pg_dsn or "",
+        "GOVINDEX_KAFKA_BOOTSTRAP": p.settings.kafka_bootstrap or "",
+        "GOVINDEX_OPENSEARCH_URL": f"http://127.0.0.1:{proxy.port}",
+        "GOVINDEX_NAMESPACE": p.settings.namespace,
+    }
+    log = tmp_path / "workers.log"
+    workers = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "govindex.cli",
+            "worker",
+            "indexer",
+            "purger",
+            "--log-level",
+            "INFO",
+        ],
+        env=env,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        await asyncio.sleep(1.0)
+        await proxy.cut()  # OpenSearch goes down before the deletion arrives
+        await p.wait_processed(p.publish(p.deletion("down.md", 2)), timeout=180)
+        for _ in range(300):
+            status = cli(p, "purge-status").stdout
+            if "failing" in status:
+                break
+            await asyncio.sleep(0.5)
+        assert "down.md" in status and "failing" in status  # pending, never reported done
+        async with p.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT count(*) FROM purge_receipts WHERE doc_id = %s", ("down.md",)
+            )
+            assert await cur.fetchone() == (0,)
+        await proxy.start()  # OpenSearch is back
+        await p.wait_purged("down.md", 2, timeout=180)
+    except BaseException:
+        print(log.read_text())
+        raise
+    finally:
+        workers.terminate()
+        workers.wait(timeout=30)
+        await proxy.cut()
+    assert p.os_chunks("down.md") == []
+    assert "no pending or failed purges" in cli(p, "purge-status").stdout
