@@ -147,3 +147,16 @@ class ArtifactInvalidated(BaseModel):
 
 
 PAYLOAD_MODELS["artifact.invalidated"] = ArtifactInvalidated
+
+
+ACCESS_REVOKED = f"{EVENT_PREFIX}.access.revoked.v1"
+
+
+class AccessRevoked(_Payload):
+    """Principals lost access to a document: a deletion for them (DESIGN §6)."""
+
+    principals: list[str] = Field(min_length=1)
+    revoked_at: AwareDatetime
+
+
+PAYLOAD_MODELS["access.revoked"] = AccessRevoked

@@ -28,7 +28,7 @@ from govindex.settings import Settings
 from indexer.handlers import CONSUMER as INDEXER
 from indexer.handlers import IndexerPorts, index_document
 from purger.handlers import CONSUMER as PURGER
-from purger.handlers import PurgerPorts, purge_document
+from purger.handlers import PurgerPorts, on_tombstones_record
 
 log = structlog.get_logger(__name__)
 
@@ -99,7 +99,7 @@ class Workers:
                 topic=s.topics.tombstones,
                 group_id=s.group(PURGER),
                 consumer=PURGER,
-                handle=lambda envelope: purge_document(envelope, purger_ports),
+                handle=lambda envelope: on_tombstones_record(envelope, purger_ports),
                 dead_letters_topic=s.topics.dead_letters,
                 publish=publish,
             )

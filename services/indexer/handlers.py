@@ -20,7 +20,7 @@ from govindex.adapters.postgres import (
 )
 from govindex.envelope import Envelope, encode_document_event
 from govindex.errors import ContentUnavailable, InvalidEvent, SourceDisabled, UnknownSource
-from govindex.events import DocumentChanged, DocumentDeleted, DocumentIndexed
+from govindex.events import AccessRevoked, DocumentChanged, DocumentDeleted, DocumentIndexed
 from govindex.hashing import sha256_hex
 from govindex.records import Chunk, SourceManifest
 from govindex.settings import Topics
@@ -211,7 +211,20 @@ async def _apply_change(
     )
 
     def announce(result: ApplyResult) -> list[OutboxMessage]:
-        return [_receipt(envelope, payload, result, ports, now, payload.content_hash)]
+        messages = [_receipt(envelope, payload, result, ports, now, payload.content_hash)]
+        if result.revoked:  # the purger evicts what was built for them
+            revoked = AccessRevoked(
+                **payload.identity(), principals=list(result.revoked), revoked_at=now
+            )
+            messages.append(
+                OutboxMessage(
+                    ports.topics.tombstones,
+                    encode_document_event(
+                        events.ACCESS_REVOKED, revoked, op=f"revoked:{payload.sequence}", time=now
+                    ),
+                )
+            )
+        return messages
 
     return await ports.store.apply_version(plan, announce)
 

@@ -9,12 +9,19 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import structlog
+from pydantic import ValidationError
 
 from govindex import events
 from govindex.adapters.postgres import OutboxMessage, TombstoneRow
 from govindex.envelope import Envelope, encode, encode_document_event
 from govindex.errors import InvalidEvent, TransientError
-from govindex.events import ArtifactInvalidated, DocumentDeleted, DocumentPurged, SinkResult
+from govindex.events import (
+    AccessRevoked,
+    ArtifactInvalidated,
+    DocumentDeleted,
+    DocumentPurged,
+    SinkResult,
+)
 from govindex.lineage import Invalidated
 from govindex.records import DeletionMode
 from indexer.handlers import parse_payload
@@ -65,6 +72,8 @@ class PurgeIndex(Protocol):
 
 class TaggedCache(Protocol):
     async def evict_document(self, doc_key: str, chunk_ids: Sequence[str] = ()) -> int: ...
+
+    async def evict_for(self, doc_key: str, principals: Sequence[str]) -> int: ...
 
     async def count_document(self, doc_key: str, chunk_ids: Sequence[str] = ()) -> int: ...
 
@@ -258,3 +267,32 @@ def _invalidation(
         time=now,
     )
     return OutboxMessage(ports.receipts_topic, record)
+
+
+async def on_tombstones_record(envelope: Envelope, ports: PurgerPorts) -> object:
+    """The tombstones topic carries deletions and access revocations."""
+    if envelope.type == events.ACCESS_REVOKED:
+        return await revoke_access(envelope, ports)
+    return await purge_document(envelope, ports)
+
+
+async def revoke_access(envelope: Envelope, ports: PurgerPorts) -> int:
+    """Evict cache entries built from the document for principals who lost access.
+
+    The index was already re-stamped by the indexer in the same transaction that emitted
+    this event; eviction is idempotent, so a redelivery is harmless.
+    """
+    try:
+        revoked = AccessRevoked.model_validate(envelope.data)
+    except ValidationError as exc:
+        raise InvalidEvent(f"access.revoked payload is invalid: {exc}") from exc
+    evicted = 0
+    if ports.cache is not None:
+        evicted = await ports.cache.evict_for(revoked.key, revoked.principals)
+    log.info(
+        "access.revoked",
+        doc_key=revoked.key,
+        principals=revoked.principals,
+        cache_entries_evicted=evicted,
+    )
+    return evicted

@@ -189,3 +189,44 @@ async def test_a_sink_that_is_down_is_retried_and_the_purge_completes_when_it_re
         await proxy.cut()
     assert p.os_chunks("down.md") == []
     assert "no pending or failed purges" in cli(p, "purge-status").stdout
+
+
+async def test_a_principal_removed_from_the_acl_loses_every_version_and_its_cache_entries(
+    pipeline: Pipeline,
+) -> None:
+    p = pipeline
+    from datetime import UTC, datetime, timedelta
+
+    past = datetime.now(UTC) - timedelta(days=30)
+    v2 = V1.replace("blue lever", "blue handle")
+    await p.wait_processed(
+        p.publish(
+            p.change("acl.md", 1, V1, acl=["group:eng", "group:sre"], observed_at=past),
+            p.change("acl.md", 2, v2, acl=["group:eng", "group:sre"]),
+        )
+    )
+    doc = f"{p.tenant}/{p.source}/acl.md"
+    assert p.settings.redis_url
+    cache = RedisTaggedCache(p.settings.redis_url, p.settings.namespace)
+    try:
+        await cache.put("for-sre", "pack", documents=[doc], principals=["group:sre"])
+        await cache.put("for-eng", "pack", documents=[doc], principals=["group:eng"])
+        in_history = past + timedelta(days=1)
+        assert await query(p, "blue lever", principals=("group:sre",), as_of=in_history)
+
+        # Same content, narrower ACL: a metadata-only update that revokes group:sre.
+        await p.wait_processed(p.publish(p.change("acl.md", 3, v2, acl=["group:eng"])))
+        for _ in range(100):
+            if await cache.get("for-sre") is None:
+                break
+            await asyncio.sleep(0.1)
+        assert await cache.get("for-sre") is None
+        assert await cache.get("for-eng") == b"pack"
+    finally:
+        await cache.close()
+    assert await query(p, "blue", principals=("group:sre",)) == []
+    assert await query(p, "blue lever", principals=("group:sre",), as_of=in_history) == []
+    assert await query(p, "blue lever", principals=("group:eng",), as_of=in_history)
+    assert all("group:sre" not in d["acl"] for d in p.os_chunks("acl.md"))
+    assert all("group:sre" not in row["acl"] for row in await p.pg_chunks("acl.md"))
+    await p.assert_sinks_agree()

@@ -11,7 +11,7 @@ import hashlib
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal, LiteralString
 
@@ -183,6 +183,10 @@ class ApplyResult:
     outcome: Outcome
     version_id: str | None = None
     chunk_count: int = 0
+    revoked: tuple[str, ...] = ()
+
+
+NOBODY = "govindex:nobody"  # the ACL of a chunk every principal lost: matches no caller
 
 
 Announce = Callable[[ApplyResult], Sequence[OutboxMessage]]
@@ -230,6 +234,7 @@ class PostgresChunkStore:
                     (doc["current_version_id"],),
                 )
                 current = await cur.fetchone()
+            revoked = await self._revoke_lost_principals(conn, plan)
             if (
                 current is not None
                 and current[1] == plan.content_hash
@@ -260,8 +265,33 @@ class PostgresChunkStore:
                     plan.recorded_at,
                 ),
             )
+            if revoked:
+                result = replace(result, revoked=tuple(revoked))
             await _enqueue(conn, announce(result))
             return result
+
+    async def _revoke_lost_principals(
+        self, conn: AsyncConnection[Any], plan: VersionPlan
+    ) -> list[str]:
+        """Principals in the document's current ACL that the new version drops lose access
+        to every version, history included: the chunks are re-stamped (not re-chunked)."""
+        if not plan.chunks:
+            return []
+        cur = await conn.execute(
+            "SELECT DISTINCT a FROM chunks, unnest(acl) a WHERE tenant_id = %s "
+            "AND source_id = %s AND doc_id = %s AND superseded_at IS NULL",
+            (plan.tenant_id, plan.source_id, plan.doc_id),
+        )
+        lost = sorted({row[0] for row in await cur.fetchall()} - set(plan.chunks[0].acl))
+        if lost:
+            # A chunk left with no principal is visible to no one (fail closed).
+            await conn.execute(
+                "UPDATE chunks SET sequence = %s, acl = coalesce(nullif(ARRAY(SELECT a FROM "
+                "unnest(acl) a WHERE a <> ALL(%s)), '{}'), ARRAY[%s]) WHERE tenant_id = %s "
+                "AND source_id = %s AND doc_id = %s AND acl && %s",
+                (plan.sequence, lost, NOBODY, plan.tenant_id, plan.source_id, plan.doc_id, lost),
+            )
+        return lost
 
     async def _lock_document(
         self, conn: AsyncConnection[Any], tenant_id: str, source_id: str, doc_id: str

@@ -82,6 +82,19 @@ class RedisTaggedCache:
         tags += [_chunk_tag(self.namespace, c) for c in chunk_ids]
         return await self._evict(tags)
 
+    async def evict_for(self, doc_key: str, principals: Iterable[str]) -> int:
+        """Delete entries built from the document *for* any of the principals (revocation):
+        the intersection of the document's tag and each principal's tag."""
+        try:
+            doc_keys = await self._redis.smembers(_doc_tag(self.namespace, doc_key))
+            keys: set[bytes | str] = set()
+            for principal in principals:
+                tag = _principal_tag(self.namespace, principal)
+                keys |= doc_keys & await self._redis.smembers(tag)
+            return int(await self._redis.delete(*keys)) if keys else 0
+        except RedisError as exc:
+            raise TransientError(f"Redis is unavailable: {exc}") from exc
+
     async def evict_principal(self, principal: str) -> int:
         return await self._evict([_principal_tag(self.namespace, principal)])
 
