@@ -130,6 +130,22 @@ def build_parser() -> argparse.ArgumentParser:
     apply.add_argument("files", nargs="+", type=Path, metavar="FILE")
     apply.add_argument("--check", action="store_true", help="validate only; register nothing")
 
+    for verb, meaning in (
+        ("disable", "stop accepting its events"),
+        ("delete", "retire it for good"),
+    ):
+        retire = command(
+            verb,
+            cmd_source_retire,
+            f"{meaning} and purge every document of the source",
+            f"Mark the source disabled ({meaning}) and emit a deletion for every document the\n"
+            "index holds for it. The purger removes their content from every sink whatever\n"
+            "the source's deletion_mode, and writes a receipt per document.",
+            parent=source_sub,
+        )
+        retire.add_argument("source_id", metavar="ID")
+        retire.set_defaults(reason=f"source_{verb}d")
+
     ingest = sub.add_parser("ingest", help="emit document events from a git repo or a folder")
     ingest_sub = ingest.add_subparsers(title="ingest commands", metavar="COMMAND")
     git = command(
@@ -549,6 +565,44 @@ async def _manifest(pool: AsyncConnectionPool, source_id: str) -> Any:
 
 
 # --- ingest / delete ---------------------------------------------------------------------
+
+
+def cmd_source_retire(args: argparse.Namespace) -> int:
+    from govindex.adapters.kafka import KafkaEventPublisher
+    from govindex.adapters.postgres import PostgresSourceRegistry
+    from ingest.handlers import delete_source
+    from ingest.state import PostgresIngestState
+
+    settings = settings_for(args)
+
+    async def run() -> int:
+        assert settings.kafka_bootstrap
+        async with pool_for(settings) as pool:
+            registry = PostgresSourceRegistry(pool)
+            manifest = await registry.set_enabled(args.source_id, False)
+            if manifest is None:
+                raise Failure(f"source {args.source_id!r} is not registered")
+            held = await registry.held_documents(args.source_id)
+            publisher = KafkaEventPublisher(settings.kafka_bootstrap)
+            try:
+                deleted = await delete_source(
+                    manifest,
+                    held=held,
+                    topics=settings.topics,
+                    state=PostgresIngestState(pool),
+                    publisher=publisher,
+                    deleted_at=datetime.now(UTC),
+                    reason=args.reason,
+                )
+            finally:
+                publisher.close()
+        print(
+            f"source {args.source_id} disabled; deletions emitted for {len(deleted)} "
+            f"documents ({args.reason}). Follow with `govindex purge-status`."
+        )
+        return 0
+
+    return run_async(run())
 
 
 def cmd_ingest_git(args: argparse.Namespace) -> int:

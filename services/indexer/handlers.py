@@ -22,7 +22,7 @@ from govindex.envelope import Envelope, encode_document_event
 from govindex.errors import ContentUnavailable, InvalidEvent, SourceDisabled, UnknownSource
 from govindex.events import AccessRevoked, DocumentChanged, DocumentDeleted, DocumentIndexed
 from govindex.hashing import sha256_hex
-from govindex.records import Chunk, SourceManifest
+from govindex.records import Chunk, DeletionMode, SourceManifest
 from govindex.settings import Topics
 from indexer.graph import extract_edges
 from indexer.parsers import parser_for
@@ -104,7 +104,7 @@ def parse_payload(envelope: Envelope) -> DocumentChanged | DocumentDeleted:
 
 
 async def require_source(
-    registry: SourceRegistry, tenant_id: str, source_id: str
+    registry: SourceRegistry, tenant_id: str, source_id: str, *, deletion: bool = False
 ) -> SourceManifest:
     manifest = await registry.get(tenant_id, source_id)
     if manifest is None:
@@ -112,7 +112,7 @@ async def require_source(
             f"source {source_id!r} of tenant {tenant_id!r} is not registered; register it with "
             "`govindex source apply MANIFEST.yaml` and replay the event"
         )
-    if not manifest.enabled:
+    if not manifest.enabled and not deletion:  # a deletion is always honoured
         raise SourceDisabled(
             f"source {source_id!r} is disabled in its manifest; events from it are refused"
         )
@@ -127,7 +127,12 @@ async def index_document(envelope: Envelope, ports: IndexerPorts) -> ApplyResult
     between the two sinks completes the projection.
     """
     payload = parse_payload(envelope)
-    manifest = await require_source(ports.registry, payload.tenant_id, payload.source_id)
+    manifest = await require_source(
+        ports.registry,
+        payload.tenant_id,
+        payload.source_id,
+        deletion=isinstance(payload, DocumentDeleted),
+    )
     now = ports.clock()
     if isinstance(payload, DocumentDeleted):
         result = await _record_deletion(envelope, payload, manifest, ports, now)
@@ -241,7 +246,7 @@ async def _record_deletion(
         event_id=envelope.id,
         **payload.identity(),
         reason=payload.reason,
-        deletion_mode=manifest.deletion_mode.value,
+        deletion_mode=_deletion_mode(manifest, payload),
         deleted_at=payload.deleted_at,
         recorded_at=now,
     )
@@ -253,7 +258,7 @@ async def _record_deletion(
             op="deleted",
             time=now,
             event_id=envelope.id,
-            extensions={"deletionmode": manifest.deletion_mode.value},
+            extensions={"deletionmode": plan.deletion_mode},
         )
         return [
             OutboxMessage(ports.topics.tombstones, forward),
@@ -308,3 +313,13 @@ def _scalar_metadata(frontmatter: object) -> dict[str, str]:
         for k, v in frontmatter.items()
         if k not in skip and isinstance(v, str | int | float | bool)
     }
+
+
+SOURCE_LEVEL_REASONS = frozenset({"source_deleted", "source_disabled"})
+
+
+def _deletion_mode(manifest: SourceManifest, payload: DocumentDeleted) -> str:
+    """A source that is deleted or disabled loses its content whatever its deletion_mode."""
+    if payload.reason in SOURCE_LEVEL_REASONS:
+        return DeletionMode.TOMBSTONE_AND_PURGE.value
+    return manifest.deletion_mode.value

@@ -35,6 +35,10 @@ class IngestState(Protocol):
 
     async def record(self, tenant_id: str, source_id: str, seen: dict[str, str | None]) -> None: ...
 
+    async def raise_sequences(
+        self, tenant_id: str, source_id: str, at_least: dict[str, int]
+    ) -> None: ...
+
 
 class Publisher(Protocol):
     def publish(self, topic: str, record: KafkaRecord) -> None: ...
@@ -214,3 +218,35 @@ async def delete_document(
     publisher.flush()
     await state.record(tenant, source, {doc_id: None})
     return sequence
+
+
+async def delete_source(
+    manifest: SourceManifest,
+    *,
+    held: dict[str, int],
+    topics: Topics,
+    state: IngestState,
+    publisher: Publisher,
+    deleted_at: datetime,
+    reason: str,
+) -> list[str]:
+    """Emit a deletion for every document of the source the index holds (`held`: doc id →
+    last applied sequence), each above what the index applied, so none is stale."""
+    tenant, source = manifest.tenant, manifest.source_id
+    doc_ids = sorted(held)
+    await state.raise_sequences(tenant, source, held)
+    sequences = await state.reserve_sequences(tenant, source, doc_ids)
+    for doc_id in doc_ids:
+        payload = DocumentDeleted(
+            tenant_id=tenant,
+            source_id=source,
+            doc_id=doc_id,
+            source_version=f"operator:{deleted_at.astimezone(UTC):%Y%m%dT%H%M%S.%fZ}",
+            sequence=sequences[doc_id],
+            deleted_at=deleted_at,
+            reason=reason,
+        )
+        publisher.publish(topics.documents, _record(events.DOCUMENT_DELETED, payload, reason))
+    publisher.flush()
+    await state.record(tenant, source, dict.fromkeys(doc_ids))
+    return doc_ids

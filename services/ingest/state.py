@@ -106,7 +106,9 @@ class PostgresIngestState:
         async with transaction(self._pool) as conn:
             for doc_id, sequence in at_least.items():
                 await conn.execute(
-                    "UPDATE ingest_documents SET last_sequence = greatest(last_sequence, %s) "
-                    "WHERE tenant_id = %s AND source_id = %s AND doc_id = %s",
-                    (sequence, tenant_id, source_id, doc_id),
+                    "INSERT INTO ingest_documents (tenant_id, source_id, doc_id, last_sequence) "
+                    "VALUES (%s, %s, %s, %s) ON CONFLICT (tenant_id, source_id, doc_id) DO UPDATE "
+                    "SET last_sequence = greatest(ingest_documents.last_sequence, "
+                    "EXCLUDED.last_sequence)",
+                    (tenant_id, source_id, doc_id, sequence),
                 )

@@ -230,3 +230,29 @@ async def test_a_principal_removed_from_the_acl_loses_every_version_and_its_cach
     assert all("group:sre" not in d["acl"] for d in p.os_chunks("acl.md"))
     assert all("group:sre" not in row["acl"] for row in await p.pg_chunks("acl.md"))
     await p.assert_sinks_agree()
+
+
+async def test_disabling_a_source_purges_every_document_whatever_its_deletion_mode(
+    pipeline: Pipeline,
+) -> None:
+    p = pipeline
+    source = f"hist-{p.tenant}"
+    await p.register(source_id=source, deletion_mode="tombstone")
+    texts = {"a.md": "# A\nalpha parsnip\n", "b.md": "# B\nbravo parsnip\n"}
+    await p.wait_processed(p.publish(*(p.change(d, 1, t, source=source) for d, t in texts.items())))
+    assert len(await query(p, "parsnip")) == 2
+    done = cli(p, "source", "disable", source)
+    assert done.returncode == 0, done.stderr
+    assert "deletions emitted for 2 documents" in done.stdout
+    for doc_id in texts:
+        receipt = await p.wait_purged(doc_id, 2)
+        assert receipt["deletion_mode"] == "tombstone_and_purge"
+    assert await query(p, "parsnip") == []
+    assert await p.pg_chunks() == [] and p.os_chunks() == []
+    p.publish(p.change("c.md", 1, "# C\nnew parsnip\n", source=source))
+    for _ in range(100):
+        reasons = [dict(r.headers).get("govindex-dlq-reason") for r in p.dead_letters()]
+        if b"source_disabled" in reasons:
+            break
+        await asyncio.sleep(0.2)
+    assert b"source_disabled" in reasons

@@ -102,6 +102,27 @@ class PostgresSourceRegistry:
     async def get(self, tenant_id: str, source_id: str) -> SourceManifest | None:
         return await self._one("WHERE tenant_id = %s AND source_id = %s", (tenant_id, source_id))
 
+    async def set_enabled(self, source_id: str, enabled: bool) -> SourceManifest | None:
+        async with transaction(self._pool) as conn:
+            cur = await conn.execute(
+                "UPDATE sources SET enabled = %s, manifest = jsonb_set(manifest, '{enabled}', "
+                "to_jsonb(%s::boolean)), updated_at = now() WHERE source_id = %s "
+                "RETURNING manifest",
+                (enabled, enabled, source_id),
+            )
+            row = await cur.fetchone()
+        return SourceManifest.model_validate(row[0]) if row else None
+
+    async def held_documents(self, source_id: str) -> dict[str, int]:
+        """Documents the index holds as active for a source, with their last sequence."""
+        async with transaction(self._pool) as conn:
+            cur = await conn.execute(
+                "SELECT doc_id, last_sequence FROM documents WHERE source_id = %s "
+                "AND state = 'active'",
+                (source_id,),
+            )
+            return {row[0]: int(row[1]) for row in await cur.fetchall()}
+
     async def find_by_repository(self, repository: str) -> list[SourceManifest]:
         """Git sources whose manifest names this provider repository (any branch)."""
         async with transaction(self._pool) as conn:
