@@ -207,6 +207,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     command("purge-status", cmd_purge_status, "list pending and failed purges")
 
+    retention = command(
+        "retention",
+        cmd_retention,
+        "purge superseded versions older than each source's history_retention",
+        "Remove the content of superseded versions whose supersession is older than the\n"
+        "source's history_retention, from Postgres, every OpenSearch generation, the cache\n"
+        "and stored summaries built from their chunks; current versions are never touched.\n"
+        "Run it on a schedule (cron, a Kubernetes CronJob).",
+    )
+    retention.add_argument("--source", metavar="ID", help="only this source")
+
     documents = command("documents", cmd_documents, "list the documents held for a source")
     documents.add_argument("--source", required=True, metavar="ID")
     documents.add_argument("--json", action="store_true", help="print JSON lines")
@@ -806,6 +817,60 @@ async def _manifest_exists_and_get(pool: AsyncConnectionPool, source_id: str) ->
     if manifest is None:
         raise Failure(f"source {source_id!r} is not registered")
     return manifest
+
+
+def cmd_retention(args: argparse.Namespace) -> int:
+    from govindex.adapters.opensearch import OpenSearchIndex
+    from govindex.adapters.postgres import PostgresPurgeStore
+    from govindex.adapters.redis_cache import RedisTaggedCache
+    from govindex.lineage import PostgresLineage
+    from purger.retention import enforce_retention
+
+    settings = settings_for(args)
+
+    async def run() -> int:
+        assert settings.opensearch_url
+        index = OpenSearchIndex(settings.opensearch_url, settings.index_alias)
+        cache = (
+            RedisTaggedCache(settings.redis_url, settings.namespace) if settings.redis_url else None
+        )
+        try:
+            async with pool_for(settings) as pool:
+                manifests = await _all_manifests(pool, args.source)
+                report = await enforce_retention(
+                    manifests,
+                    store=PostgresPurgeStore(pool),
+                    index=index,
+                    lineage=PostgresLineage(pool),
+                    cache=cache,
+                    now=datetime.now(UTC),
+                )
+        finally:
+            await index.close()
+            if cache is not None:
+                await cache.close()
+        print(
+            f"retention: {len(report.versions)} versions purged ({report.chunks} chunks, "
+            f"{report.cache_entries} cache entries, {report.summaries} summaries "
+            "invalidated)"
+        )
+        for version in report.versions:
+            print(f"  {version}")
+        return 0
+
+    return run_async(run())
+
+
+async def _all_manifests(pool: AsyncConnectionPool, source_id: str | None) -> list[Any]:
+    from govindex.adapters.postgres import transaction
+    from govindex.records import SourceManifest
+
+    if source_id:
+        return [await _manifest_exists_and_get(pool, source_id)]
+    async with transaction(pool) as conn:
+        cur = await conn.execute("SELECT manifest FROM sources ORDER BY source_id")
+        rows = await cur.fetchall()
+    return [SourceManifest.model_validate(row[0]) for row in rows]
 
 
 def cmd_purge_status(args: argparse.Namespace) -> int:

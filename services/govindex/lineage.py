@@ -56,16 +56,23 @@ class PostgresLineage:
             )
 
     async def invalidate(
-        self, tenant_id: str, doc_key: str, chunk_ids: Sequence[str], reason: str
+        self,
+        tenant_id: str,
+        doc_key: str,
+        chunk_ids: Sequence[str],
+        reason: str,
+        *,
+        whole_document: bool = True,
     ) -> list[Invalidated]:
-        """Invalidate every valid artifact built from the document or any of its chunks."""
+        """Invalidate every valid artifact built from the document (unless only some of its
+        chunks are going, `whole_document=False`) or from any of the chunks."""
         async with transaction(self._pool) as conn:
             cur = await conn.execute(
                 "UPDATE derived_artifacts SET status = 'invalidated', text = NULL, reason = %s, "
                 " invalidated_at = now() WHERE tenant_id = %s AND status = 'valid' AND "
-                " (built_from_docs @> ARRAY[%s] OR built_from_chunks && %s) "
+                " ((%s AND built_from_docs @> ARRAY[%s]) OR built_from_chunks && %s) "
                 "RETURNING kind, artifact_id, location",
-                (reason, tenant_id, doc_key, list(chunk_ids)),
+                (reason, tenant_id, whole_document, doc_key, list(chunk_ids)),
             )
             return [Invalidated(*row) for row in await cur.fetchall()]
 

@@ -256,3 +256,36 @@ async def test_disabling_a_source_purges_every_document_whatever_its_deletion_mo
             break
         await asyncio.sleep(0.2)
     assert b"source_disabled" in reasons
+
+
+async def test_retention_purges_old_superseded_versions_and_keeps_the_current_one(
+    pipeline: Pipeline,
+) -> None:
+    p = pipeline
+    source = f"short-{p.tenant}"
+    await p.register(source_id=source, history_retention="PT1S")
+    await p.wait_processed(
+        p.publish(
+            p.change("r.md", 1, "# R\nold turnip\n", source=source),
+            p.change("r.md", 2, "# R\nnew swede\n", source=source),
+        )
+    )
+    old_chunks = [r["chunk_id"] for r in await p.pg_chunks("r.md") if r["version_sequence"] == 1]
+    lineage = PostgresLineage(p.pool)
+    doc = f"{p.tenant}/{source}/r.md"
+    await lineage.register_derived(
+        "memory", "old", old_chunks, "m/old", tenant_id=p.tenant, text="turnip"
+    )
+    await lineage.register_derived(
+        "summary", "doc", [doc], "s/doc", tenant_id=p.tenant, text="about r"
+    )
+    await asyncio.sleep(1.5)
+    done = cli(p, "retention", "--source", source)
+    assert done.returncode == 0, done.stderr
+    assert "1 versions purged" in done.stdout and f"{doc}@1" in done.stdout
+    rows = await p.pg_chunks("r.md")
+    assert {r["version_sequence"] for r in rows} == {2}
+    assert {d["version_sequence"] for d in p.os_chunks("r.md")} == {2}
+    assert (await lineage.get(p.tenant, "memory", "old") or {})["status"] == "invalidated"
+    assert (await lineage.get(p.tenant, "summary", "doc") or {})["status"] == "valid"
+    assert "1 versions purged" not in cli(p, "retention", "--source", source).stdout

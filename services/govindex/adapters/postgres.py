@@ -890,6 +890,51 @@ class PostgresPurgeStore:
             await _enqueue(conn, announce)
         return True
 
+    async def expired_versions(
+        self, tenant_id: str, source_id: str, superseded_before: datetime
+    ) -> list[dict[str, Any]]:
+        """Superseded versions past the source's history retention that still hold content."""
+        async with transaction(self._pool) as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(
+                "SELECT version_id, doc_id, version_sequence, superseded_at FROM "
+                "document_versions WHERE tenant_id = %s AND source_id = %s "
+                "AND superseded_at < %s AND content_purged_at IS NULL "
+                "ORDER BY superseded_at",
+                (tenant_id, source_id, superseded_before),
+            )
+            return await cur.fetchall()
+
+    async def purge_version(self, version_id: str, receipt: dict[str, Any]) -> list[str]:
+        """Remove one version's content (chunks, raw text, graph edges); keep ids and hashes
+        and a receipt. Returns the removed chunk ids. Idempotent."""
+        async with transaction(self._pool) as conn:
+            cur = await conn.execute(
+                "DELETE FROM chunks WHERE version_id = %s RETURNING chunk_id", (version_id,)
+            )
+            removed = [row[0] for row in await cur.fetchall()]
+            await conn.execute("DELETE FROM graph_edges WHERE version_id = %s", (version_id,))
+            cur = await conn.execute(
+                "UPDATE document_versions SET content = NULL, title = NULL, metadata = '{}', "
+                " content_purged_at = now() WHERE version_id = %s AND content_purged_at IS NULL "
+                "RETURNING tenant_id, source_id, doc_id, version_sequence",
+                (version_id,),
+            )
+            row = await cur.fetchone()
+            if row is not None:
+                await conn.execute(
+                    "INSERT INTO purge_receipts (tenant_id, source_id, doc_id, sequence, "
+                    " receipt) VALUES (%s, %s, %s, %s, %s)",
+                    (
+                        row[0],
+                        row[1],
+                        row[2],
+                        row[3],
+                        Jsonb({**receipt, "version_id": version_id, "chunks": removed}),
+                    ),
+                )
+        return removed
+
     async def note_failure(self, tombstone: TombstoneRow, error: str) -> None:
         async with transaction(self._pool) as conn:
             await conn.execute(

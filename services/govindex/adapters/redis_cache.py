@@ -95,6 +95,10 @@ class RedisTaggedCache:
         except RedisError as exc:
             raise TransientError(f"Redis is unavailable: {exc}") from exc
 
+    async def evict_chunks(self, chunk_ids: Iterable[str]) -> int:
+        """Delete every entry built from any of these chunks (one version going away)."""
+        return await self._evict([_chunk_tag(self.namespace, c) for c in chunk_ids])
+
     async def evict_principal(self, principal: str) -> int:
         return await self._evict([_principal_tag(self.namespace, principal)])
 
