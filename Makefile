@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck check schemas bench clean up
+.PHONY: demo test lint typecheck check schemas bench bench-purge clean up
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,9 @@ check: lint typecheck test
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet langchain-text-splitters
 	$(BIN)/python bench/chunking.py
+
+bench-purge: $(STAMP)
+	$(BIN)/python bench/purge_latency.py
 
 schemas: $(STAMP)
 	$(BIN)/govindex schemas --write
