@@ -289,3 +289,54 @@ async def test_retention_purges_old_superseded_versions_and_keeps_the_current_on
     assert (await lineage.get(p.tenant, "memory", "old") or {})["status"] == "invalidated"
     assert (await lineage.get(p.tenant, "summary", "doc") or {})["status"] == "valid"
     assert "1 versions purged" not in cli(p, "retention", "--source", source).stdout
+
+
+async def test_tombstone_mode_ends_the_document_now_keeps_history_and_drops_its_copies(
+    pipeline: Pipeline,
+) -> None:
+    p = pipeline
+    from datetime import UTC, datetime, timedelta
+
+    source = f"keep-{p.tenant}"
+    await p.register(source_id=source, deletion_mode="tombstone")
+    before = datetime.now(UTC) - timedelta(days=2)
+    await p.wait_processed(
+        p.publish(
+            p.change("h.md", 1, "# H\nhistoric rutabaga\n", source=source, observed_at=before)
+        )
+    )
+    doc = f"{p.tenant}/{source}/h.md"
+    assert p.settings.redis_url
+    cache = RedisTaggedCache(p.settings.redis_url, p.settings.namespace)
+    lineage = PostgresLineage(p.pool)
+    try:
+        await cache.put("pack", "rutabaga", documents=[doc])
+        await lineage.register_derived(
+            "summary", "h", [doc], "s/h", tenant_id=p.tenant, text="rutabaga"
+        )
+        from govindex import events
+        from govindex.envelope import encode_document_event
+        from govindex.events import DocumentDeleted
+
+        body = DocumentDeleted(
+            tenant_id=p.tenant,
+            source_id=source,
+            doc_id="h.md",
+            source_version="del2",
+            sequence=2,
+            deleted_at=datetime.now(UTC),
+        )
+        deleted = encode_document_event(events.DOCUMENT_DELETED, body, op="deleted")
+        await p.wait_processed(p.publish(deleted))
+        receipt = await p.wait_purged("h.md", 2)
+        assert receipt["deletion_mode"] == "tombstone"
+        assert await cache.get("pack") is None
+        assert (await lineage.get(p.tenant, "summary", "h") or {})["text"] is None
+    finally:
+        await cache.close()
+    assert await query(p, "rutabaga") == []  # not current any more
+    assert await query(p, "rutabaga", as_of=before + timedelta(days=1)) == [
+        "# H\nhistoric rutabaga\n"
+    ]  # history before the deletion stays
+    done = cli(p, "verify-purge", "--source", source, "--doc", "h.md")
+    assert done.returncode == 0, done.stdout + done.stderr
