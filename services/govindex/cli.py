@@ -562,7 +562,11 @@ def cmd_source_apply(args: argparse.Namespace) -> int:
     return run_async(run())
 
 
-async def _manifest(pool: AsyncConnectionPool, source_id: str) -> Any:
+async def _manifest(pool: AsyncConnectionPool, source_id: str, *, enabled: bool = True) -> Any:
+    """The registered manifest of a source, or a Failure that says how to register it.
+
+    With `enabled`, a disabled source is refused too (for commands that emit events).
+    """
     from govindex.adapters.postgres import PostgresSourceRegistry
 
     manifest = await PostgresSourceRegistry(pool).find(source_id)
@@ -570,7 +574,7 @@ async def _manifest(pool: AsyncConnectionPool, source_id: str) -> Any:
         raise Failure(
             f"source {source_id!r} is not registered; run `govindex source apply MANIFEST.yaml`"
         )
-    if not manifest.enabled:
+    if enabled and not manifest.enabled:
         raise Failure(f"source {source_id!r} is disabled in its manifest")
     return manifest
 
@@ -790,7 +794,7 @@ def cmd_verify_purge(args: argparse.Namespace) -> int:
 
     async def run() -> int:
         async with pool_for(settings) as pool:
-            manifest = await _manifest_exists_and_get(pool, args.source)
+            manifest = await _manifest(pool, args.source, enabled=False)
             report = await verify_purge(settings, pool, manifest, args.doc)
         print(
             f"{args.source}/{args.doc}: deletion at sequence {report.sequence} "
@@ -808,15 +812,6 @@ def cmd_verify_purge(args: argparse.Namespace) -> int:
         return 1
 
     return run_async(run())
-
-
-async def _manifest_exists_and_get(pool: AsyncConnectionPool, source_id: str) -> Any:
-    from govindex.adapters.postgres import PostgresSourceRegistry
-
-    manifest = await PostgresSourceRegistry(pool).find(source_id)
-    if manifest is None:
-        raise Failure(f"source {source_id!r} is not registered")
-    return manifest
 
 
 def cmd_retention(args: argparse.Namespace) -> int:
@@ -866,7 +861,7 @@ async def _all_manifests(pool: AsyncConnectionPool, source_id: str | None) -> li
     from govindex.records import SourceManifest
 
     if source_id:
-        return [await _manifest_exists_and_get(pool, source_id)]
+        return [await _manifest(pool, source_id, enabled=False)]
     async with transaction(pool) as conn:
         cur = await conn.execute("SELECT manifest FROM sources ORDER BY source_id")
         rows = await cur.fetchall()
@@ -913,7 +908,7 @@ def cmd_documents(args: argparse.Namespace) -> int:
 
     async def run() -> int:
         async with pool_for(settings) as pool:
-            await _manifest_exists(pool, args.source)
+            await _manifest(pool, args.source, enabled=False)
             rows = await PostgresChunkStore(pool).documents(args.source)
         if args.json:
             for row in rows:
@@ -949,13 +944,6 @@ def cmd_documents(args: argparse.Namespace) -> int:
         return 0
 
     return run_async(run())
-
-
-async def _manifest_exists(pool: AsyncConnectionPool, source_id: str) -> None:
-    from govindex.adapters.postgres import PostgresSourceRegistry
-
-    if await PostgresSourceRegistry(pool).find(source_id) is None:
-        raise Failure(f"source {source_id!r} is not registered")
 
 
 def _short(version: str) -> str:
@@ -1131,7 +1119,7 @@ def cmd_reparse(args: argparse.Namespace) -> int:
         try:
             async with pool_for(settings) as pool:
                 if args.source:
-                    await _manifest_exists(pool, args.source)
+                    await _manifest(pool, args.source, enabled=False)
                 report = await reparse(
                     store=PostgresChunkStore(pool),
                     registry=PostgresSourceRegistry(pool),
