@@ -7,6 +7,8 @@ share the servers but never each other's data. A server that cannot start fails 
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -22,7 +24,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from govindex import events
 from govindex.adapters.kafka import KafkaEventPublisher
-from govindex.adapters.postgres import PostgresSourceRegistry
+from govindex.adapters.postgres import PostgresPurgeStore, PostgresSourceRegistry
 from govindex.bootstrap import prepare
 from govindex.db import migrate, open_pool
 from govindex.envelope import KafkaRecord, encode
@@ -33,6 +35,7 @@ from govindex.records import SourceManifest
 from govindex.settings import Settings
 from govindex.stack import EmbeddedStack
 from govindex.workers import Workers
+from ingest.state import PostgresIngestState
 
 configure_logging(level="WARNING", json_output=False)
 
@@ -219,35 +222,25 @@ class Pipeline:
     async def wait_purged(
         self, doc_id: str, sequence: int, timeout: float = 60.0
     ) -> dict[str, Any]:
-        async def receipt() -> dict[str, Any] | None:
-            async with self.pool.connection() as conn:
-                cur = await conn.execute(
-                    "SELECT receipt FROM purge_receipts WHERE tenant_id = %s AND doc_id = %s "
-                    "AND sequence = %s",
-                    (self.tenant, doc_id, sequence),
-                )
-                row = await cur.fetchone()
-            return row[0] if row else None
-
-        found = await until(receipt, lambda r: r is not None, timeout, f"purge of {doc_id}")
+        purges = PostgresPurgeStore(self.pool)
+        found = await until(
+            lambda: purges.receipt(self.tenant, doc_id, sequence),
+            lambda r: r is not None,
+            timeout,
+            f"purge of {doc_id}",
+        )
         assert found is not None
         return found
 
     async def wait_caught_up(self, source_id: str, timeout: float = 60.0) -> None:
         """Until the indexer has applied every sequence the connector emitted for a source."""
-
-        async def behind() -> int:
-            async with self.pool.connection() as conn:
-                cur = await conn.execute(
-                    "SELECT count(*) FROM ingest_documents i LEFT JOIN documents d USING "
-                    "(tenant_id, source_id, doc_id) WHERE i.source_id = %s AND "
-                    "coalesce(d.last_sequence, 0) < i.last_sequence",
-                    (source_id,),
-                )
-                row = await cur.fetchone()
-            return int(row[0]) if row else -1
-
-        await until(behind, lambda n: n == 0, timeout, f"indexer to catch up with {source_id}")
+        state = PostgresIngestState(self.pool)
+        await until(
+            lambda: state.behind(source_id),
+            lambda n: n == 0,
+            timeout,
+            f"indexer to catch up with {source_id}",
+        )
 
     async def active_documents(self, source_id: str) -> dict[str, str]:
         """doc_id -> content_hash of what the index holds as current for a source."""
@@ -334,6 +327,22 @@ def read_topic(bootstrap: str, topic: str, timeout_ms: int = 3000) -> list[Any]:
         return records
     finally:
         consumer.close()
+
+
+def git(repo: Path, *args: str, when: str | None = None) -> str:
+    """Run git in `repo` with a fixed identity (and commit time, when given)."""
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
+    if when:
+        env |= {"GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when}
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env
+    ).stdout.strip()
 
 
 async def until(probe: Any, done: Any, timeout: float, what: str) -> Any:

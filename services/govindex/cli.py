@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 import textwrap
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -375,10 +375,6 @@ def settings_for(args: argparse.Namespace, *, servers: bool = True) -> Settings:
     return settings.require_servers() if servers else settings
 
 
-def run_async(coro: Coroutine[Any, Any, int]) -> int:
-    return asyncio.run(coro)
-
-
 @asynccontextmanager
 async def pool_for(settings: Settings) -> AsyncIterator[AsyncConnectionPool]:
     from govindex.db import open_pool
@@ -509,7 +505,7 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
     from govindex.bootstrap import prepare
 
     settings = settings_for(args)
-    generation = run_async_value(prepare(settings))
+    generation = asyncio.run(prepare(settings))
     print(
         f"ready: topics {', '.join(settings.topics.all())}; database migrated; "
         f"alias {settings.index_alias} -> generation {generation}"
@@ -559,7 +555,7 @@ def cmd_source_apply(args: argparse.Namespace) -> int:
                 )
         return 0
 
-    return run_async(run())
+    return asyncio.run(run())
 
 
 async def _manifest(pool: AsyncConnectionPool, source_id: str, *, enabled: bool = True) -> Any:
@@ -598,8 +594,7 @@ def cmd_source_retire(args: argparse.Namespace) -> int:
             if manifest is None:
                 raise Failure(f"source {args.source_id!r} is not registered")
             held = await registry.held_documents(args.source_id)
-            publisher = KafkaEventPublisher(settings.kafka_bootstrap)
-            try:
+            with KafkaEventPublisher(settings.kafka_bootstrap) as publisher:
                 deleted = await delete_source(
                     manifest,
                     held=held,
@@ -609,15 +604,13 @@ def cmd_source_retire(args: argparse.Namespace) -> int:
                     deleted_at=datetime.now(UTC),
                     reason=args.reason,
                 )
-            finally:
-                publisher.close()
         print(
             f"source {args.source_id} disabled; deletions emitted for {len(deleted)} "
             f"documents ({args.reason}). Follow with `govindex purge-status`."
         )
         return 0
 
-    return run_async(run())
+    return asyncio.run(run())
 
 
 def cmd_ingest_git(args: argparse.Namespace) -> int:
@@ -671,18 +664,17 @@ def _ingest(
         assert settings.kafka_bootstrap
         async with pool_for(settings) as pool:
             manifest = await _manifest(pool, args.source)
-            publisher = KafkaEventPublisher(settings.kafka_bootstrap)
-            ctx = IngestContext(
-                manifest=manifest,
-                topics=settings.topics,
-                versions=versions,
-                observed_at=observed_at,
-                deletion_version=deletion_version,
-                inline_limit=settings.inline_content_limit,
-                include=tuple(args.include or DEFAULT_INCLUDE),
-                exclude=tuple(args.exclude),
-            )
-            try:
+            with KafkaEventPublisher(settings.kafka_bootstrap) as publisher:
+                ctx = IngestContext(
+                    manifest=manifest,
+                    topics=settings.topics,
+                    versions=versions,
+                    observed_at=observed_at,
+                    deletion_version=deletion_version,
+                    inline_limit=settings.inline_content_limit,
+                    include=tuple(args.include or DEFAULT_INCLUDE),
+                    exclude=tuple(args.exclude),
+                )
                 report = await ingest_snapshot(
                     snapshot,
                     ctx,
@@ -691,8 +683,6 @@ def _ingest(
                     blobs=PostgresChunkStore(pool),
                     progress=_progress,
                 )
-            finally:
-                publisher.close()
         print(
             f"\ringested {label} into source {args.source}: {len(report.created)} created, "
             f"{len(report.updated)} updated, {len(report.deleted)} deleted, "
@@ -702,7 +692,7 @@ def _ingest(
             print(f"  skipped {skipped.doc_id}: {skipped.reason}")
         return 0
 
-    return run_async(run())
+    return asyncio.run(run())
 
 
 def _progress(done: int, total: int) -> None:
@@ -725,18 +715,15 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
                     f"source {args.source!r} has no `git` section (remote_url, branch) in its "
                     "manifest; add one, or use `govindex ingest git` for a local repository"
                 )
-            publisher = KafkaEventPublisher(settings.kafka_bootstrap)
-            ports = ReceiverPorts(
-                pool=pool,
-                publisher=publisher,
-                topics=settings.topics,
-                mirrors=settings.state_dir / "mirrors",
-                inline_limit=settings.inline_content_limit,
-            )
-            try:
+            with KafkaEventPublisher(settings.kafka_bootstrap) as publisher:
+                ports = ReceiverPorts(
+                    pool=pool,
+                    publisher=publisher,
+                    topics=settings.topics,
+                    mirrors=settings.state_dir / "mirrors",
+                    inline_limit=settings.inline_content_limit,
+                )
                 drift, report = await reconcile_source(manifest, ports)
-            finally:
-                publisher.close()
         print(
             f"reconciled {args.source} with {manifest.git.branch}: "
             f"{len(drift.missing_or_stale)} missing or stale in the index, "
@@ -747,7 +734,7 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
             print(f"  {doc_id}")
         return 0
 
-    return run_async(run())
+    return asyncio.run(run())
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
@@ -761,8 +748,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
         assert settings.kafka_bootstrap
         async with pool_for(settings) as pool:
             manifest = await _manifest(pool, args.source)
-            publisher = KafkaEventPublisher(settings.kafka_bootstrap)
-            try:
+            with KafkaEventPublisher(settings.kafka_bootstrap) as publisher:
                 sequence = await delete_document(
                     manifest,
                     args.doc,
@@ -772,8 +758,6 @@ def cmd_delete(args: argparse.Namespace) -> int:
                     deleted_at=datetime.now(UTC),
                     reason=args.reason,
                 )
-            finally:
-                publisher.close()
         print(
             f"tombstone emitted for {args.source}/{args.doc} at sequence {sequence} "
             f"(deletion_mode {manifest.deletion_mode.value}); "
@@ -781,7 +765,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
         )
         return 0
 
-    return run_async(run())
+    return asyncio.run(run())
 
 
 # --- documents / status / query --------------------------------------------------------
@@ -811,7 +795,7 @@ def cmd_verify_purge(args: argparse.Namespace) -> int:
         )
         return 1
 
-    return run_async(run())
+    return asyncio.run(run())
 
 
 def cmd_retention(args: argparse.Namespace) -> int:
@@ -853,7 +837,7 @@ def cmd_retention(args: argparse.Namespace) -> int:
             print(f"  {version}")
         return 0
 
-    return run_async(run())
+    return asyncio.run(run())
 
 
 async def _all_manifests(pool: AsyncConnectionPool, source_id: str | None) -> list[Any]:
@@ -898,7 +882,7 @@ def cmd_purge_status(args: argparse.Namespace) -> int:
         _print_table(rows)
         return 0
 
-    return run_async(run())
+    return asyncio.run(run())
 
 
 def cmd_documents(args: argparse.Namespace) -> int:
@@ -943,7 +927,7 @@ def cmd_documents(args: argparse.Namespace) -> int:
         _print_table(table)
         return 0
 
-    return run_async(run())
+    return asyncio.run(run())
 
 
 def _short(version: str) -> str:
@@ -968,16 +952,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     from govindex.status import collect_status, render_status
 
     settings = settings_for(args)
-    report = run_async_value(collect_status(settings))
+    report = asyncio.run(collect_status(settings))
     if args.json:
         print(json.dumps(report, default=str, indent=2))
     else:
         print(render_status(report))
     return 0
-
-
-def run_async_value(coro: Coroutine[Any, Any, Any]) -> Any:
-    return asyncio.run(coro)
 
 
 def cmd_query(args: argparse.Namespace) -> int:
@@ -1028,7 +1008,7 @@ def cmd_query(args: argparse.Namespace) -> int:
             )
         return 0
 
-    return run_async(run())
+    return asyncio.run(run())
 
 
 def _first_body_line(text: str) -> str:
@@ -1139,7 +1119,7 @@ def cmd_reparse(args: argparse.Namespace) -> int:
             print(f"  failed {key}: {reason}")
         return 1 if report.failed else 0
 
-    return run_async(run())
+    return asyncio.run(run())
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
@@ -1164,7 +1144,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         )
         return 0
 
-    return run_async(run())
+    return asyncio.run(run())
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

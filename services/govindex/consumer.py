@@ -35,8 +35,6 @@ async def process(
     consumer: str,
     dead_letters_topic: str,
     publish: Publish,
-    retry_initial: float = 0.2,
-    retry_max: float = 5.0,
     raw: bool = False,
 ) -> None:
     """Handle one record; `raw` handlers take the Delivery itself (not a CloudEvent)."""
@@ -48,22 +46,11 @@ async def process(
     )
     try:
         try:
-            if raw:
-                await retry_transient(
-                    lambda: handle(delivery),  # type: ignore[arg-type]
-                    what=consumer,
-                    initial=retry_initial,
-                    maximum=retry_max,
-                )
-            else:
-                envelope = decode(delivery.key, delivery.value, delivery.headers)
-                structlog.contextvars.bind_contextvars(event_id=envelope.id)
-                await retry_transient(
-                    lambda: handle(envelope),  # type: ignore[arg-type]
-                    what=consumer,
-                    initial=retry_initial,
-                    maximum=retry_max,
-                )
+            target: Any = delivery
+            if not raw:
+                target = decode(delivery.key, delivery.value, delivery.headers)
+                structlog.contextvars.bind_contextvars(event_id=target.id)
+            await retry_transient(lambda: handle(target), what=consumer)
         except PermanentError as error:
             record = dead_letter(delivery, error, consumer)
             await retry_transient(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -132,12 +132,10 @@ class ChunkKind(StrEnum):
     SECTION = "section"
     STEP = "step"
     CLAUSE = "clause"
-    LIST_ITEM = "list_item"
     TIMELINE_ENTRY = "timeline_entry"
     FINDING = "finding"
     ROOT_CAUSE = "root_cause"
     ACTION_ITEM = "action_item"
-    TABLE = "table"
     ROW_GROUP = "row_group"
     FUNCTION = "function"
     CLASS = "class"
@@ -245,7 +243,3 @@ def slugify(text: str) -> str:
     lowered = text.strip().lower()
     kept = re.sub(r"[^\w\- ]", "", lowered)
     return re.sub(r" ", "-", kept)
-
-
-def is_aware(value: datetime) -> bool:
-    return value.tzinfo is not None and value.utcoffset() is not None

@@ -56,8 +56,6 @@ class Settings(BaseSettings):
     state_dir: Path = DEFAULT_STATE_DIR
     partitions: int = Field(default=3, ge=1)
     inline_content_limit: int = Field(default=256 * 1024, ge=1024)
-    retry_initial_s: float = Field(default=0.2, gt=0)
-    retry_max_s: float = Field(default=5.0, gt=0)
 
     @property
     def topics(self) -> Topics:

@@ -9,8 +9,6 @@ from pathlib import Path
 
 from ingest.sources import SourceReadError
 
-ZERO_SHA = "0" * 40
-
 
 class GitMirror:
     def __init__(self, root: Path, source_id: str, remote_url: str) -> None:
@@ -44,15 +42,6 @@ class GitMirror:
         self._git(
             "fetch", "--quiet", "--prune", "--force", self.remote_url, "+refs/heads/*:refs/heads/*"
         )
-
-    def has(self, sha: str) -> bool:
-        return self._git("cat-file", "-e", f"{sha}^{{commit}}", check=False).returncode == 0
-
-    def is_ancestor(self, older: str, newer: str) -> bool:
-        if older == ZERO_SHA or not self.has(older):
-            return False
-        done = self._git("merge-base", "--is-ancestor", older, newer, check=False)
-        return done.returncode == 0
 
     def head(self, branch: str) -> str | None:
         done = self._git("rev-parse", "--verify", f"refs/heads/{branch}", check=False)

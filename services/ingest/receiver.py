@@ -66,12 +66,10 @@ class ReceiverPorts:
         return self._locks.setdefault(source_id, asyncio.Lock())
 
 
-async def sync_source(
-    manifest: SourceManifest, ports: ReceiverPorts, *, locked: bool = False
-) -> IngestReport:
+async def sync_source(manifest: SourceManifest, ports: ReceiverPorts) -> IngestReport:
     """Bring the index of a git source to its branch head (or empty it if the branch is gone).
 
-    Callers hold `ports.lock(source_id)`; `locked` only documents that they do.
+    Callers hold `ports.lock(source_id)`.
     """
     assert manifest.git is not None
     git = manifest.git
@@ -145,7 +143,7 @@ async def reconcile_source(
         await state.forget(manifest.tenant, manifest.source_id, drift.missing_or_stale)
         await state.assume_present(manifest.tenant, manifest.source_id, drift.only_in_index)
         await state.raise_sequences(manifest.tenant, manifest.source_id, applied)
-        report = await sync_source(manifest, ports, locked=True)
+        report = await sync_source(manifest, ports)
     return drift, report
 
 

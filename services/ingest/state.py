@@ -57,15 +57,6 @@ class PostgresIngestState:
                     (fingerprint, fingerprint is None, tenant_id, source_id, doc_id),
                 )
 
-    async def checkpoint(self, tenant_id: str, source_id: str) -> str | None:
-        async with transaction(self._pool) as conn:
-            cur = await conn.execute(
-                "SELECT position FROM ingest_checkpoints WHERE tenant_id = %s AND source_id = %s",
-                (tenant_id, source_id),
-            )
-            row = await cur.fetchone()
-        return str(row[0]) if row else None
-
     async def set_checkpoint(self, tenant_id: str, source_id: str, position: str) -> None:
         async with transaction(self._pool) as conn:
             await conn.execute(
@@ -112,3 +103,15 @@ class PostgresIngestState:
                     "EXCLUDED.last_sequence)",
                     (tenant_id, source_id, doc_id, sequence),
                 )
+
+    async def behind(self, source_id: str) -> int:
+        """Documents whose last emitted sequence the index has not applied yet (0: caught up)."""
+        async with transaction(self._pool) as conn:
+            cur = await conn.execute(
+                "SELECT count(*) FROM ingest_documents i LEFT JOIN documents d USING "
+                "(tenant_id, source_id, doc_id) WHERE i.source_id = %s AND "
+                "coalesce(d.last_sequence, 0) < i.last_sequence",
+                (source_id,),
+            )
+            row = await cur.fetchone()
+        return int(row[0]) if row else 0

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 Provider = Literal["github", "gitlab"]
-ZERO_SHA = "0" * 40
 
 
 class WebhookRefused(Exception):
@@ -36,10 +35,6 @@ class Push:
     branch: str | None  # None for a tag or another ref
     before: str
     after: str
-
-    @property
-    def deletes_branch(self) -> bool:
-        return self.after == ZERO_SHA
 
 
 def header(headers: Mapping[str, str], name: str) -> str | None:

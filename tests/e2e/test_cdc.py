@@ -208,6 +208,19 @@ async def _scenario(p: Pipeline, cdc: Cdc, source: str) -> None:
     )
     await settle(p, source, {"public.runbooks/1"})
 
+    # The delete record itself is lost; only its Kafka tombstone (key, null value) arrives.
+    await cdc.sql(
+        "INSERT INTO runbooks VALUES (5, 'Pager', 'Rotate the pager.', NULL, NULL, NULL, 'ops')"
+    )
+    await cdc.ship()
+    await settle(p, source, {"public.runbooks/1", "public.runbooks/5"})
+    await cdc.sql("DELETE FROM runbooks WHERE id = 5")
+    await cdc.ship(hold_back=1)
+    (lost_key, _lost_delete) = cdc.kept.pop()
+    cdc.producer.send(cdc.topic, key=lost_key, value=None)
+    cdc.producer.flush()
+    await settle(p, source, {"public.runbooks/1"})
+
     # Truncate deletes every document of the table.
     await cdc.sql(
         "INSERT INTO runbooks VALUES (4, 'Queue', 'Drain the queue.', NULL, NULL, NULL, 'ops')"

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import git
+
 pytestmark = pytest.mark.e2e
 
 MANIFEST = """\
@@ -41,19 +43,6 @@ def govindex(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedP
     if check and done.returncode != 0:
         raise AssertionError(f"govindex {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
     return done
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.com",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.com",
-    }
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env
-    ).stdout.strip()
 
 
 @pytest.fixture

@@ -279,10 +279,20 @@ async def test_retention_purges_old_superseded_versions_and_keeps_the_current_on
     await lineage.register_derived(
         "summary", "doc", [doc], "s/doc", tenant_id=p.tenant, text="about r"
     )
-    await asyncio.sleep(1.5)
-    done = cli(p, "retention", "--source", source)
+    assert p.settings.redis_url
+    cache = RedisTaggedCache(p.settings.redis_url, p.settings.namespace)
+    try:
+        await cache.put("old-pack", "turnip", documents=[], chunks=old_chunks)
+        await cache.put("doc-pack", "swede", documents=[doc])
+        await asyncio.sleep(1.5)
+        done = cli(p, "retention", "--source", source)
+        assert await cache.get("old-pack") is None  # built from the expired version
+        assert await cache.get("doc-pack") == b"swede"  # about the document, still current
+    finally:
+        await cache.close()
     assert done.returncode == 0, done.stderr
     assert "1 versions purged" in done.stdout and f"{doc}@1" in done.stdout
+    assert "1 cache entries" in done.stdout
     rows = await p.pg_chunks("r.md")
     assert {r["version_sequence"] for r in rows} == {2}
     assert {d["version_sequence"] for d in p.os_chunks("r.md")} == {2}

@@ -5,8 +5,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
-import subprocess
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -19,7 +17,7 @@ import pytest
 from govindex.hashing import sha256_hex
 from ingest import sources
 from ingest.app import WebhookServer
-from tests.conftest import Pipeline
+from tests.conftest import Pipeline, git
 from tests.e2e.test_invariants import query
 
 pytestmark = pytest.mark.e2e
@@ -37,22 +35,7 @@ class Remote:
         self.git("init", "-q", "-b", "main")
 
     def git(self, *args: str, when: str = "2025-01-01T00:00:00Z") -> str:
-        env = {
-            **os.environ,
-            "GIT_AUTHOR_NAME": "t",
-            "GIT_AUTHOR_EMAIL": "t@example.com",
-            "GIT_COMMITTER_NAME": "t",
-            "GIT_COMMITTER_EMAIL": "t@example.com",
-            "GIT_AUTHOR_DATE": when,
-            "GIT_COMMITTER_DATE": when,
-        }
-        return subprocess.run(
-            ["git", "-C", str(self.path), *args],
-            check=True,
-            capture_output=True,
-            text=True,
-            env=env,
-        ).stdout.strip()
+        return git(self.path, *args, when=when)
 
     def commit(self, when: str, files: dict[str, str | bytes | None]) -> str:
         for name, content in files.items():

@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from ingest import sources
 from ingest.sources import GitSnapshot, Skipped, SourceReadError, decode_text
+from tests.conftest import git
 
 pytestmark = pytest.mark.integration
-
-
-def git(repo: Path, *args: str, when: str = "2025-02-03T04:05:06+00:00") -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.com",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.com",
-        "GIT_AUTHOR_DATE": when,
-        "GIT_COMMITTER_DATE": when,
-    }
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env
-    ).stdout.strip()
 
 
 def test_a_commit_is_read_with_its_sha_time_and_filtered_files(tmp_path: Path) -> None:
@@ -36,7 +20,7 @@ def test_a_commit_is_read_with_its_sha_time_and_filtered_files(tmp_path: Path) -
     (tmp_path / "logo.png").write_bytes(b"\x89PNG\x00\x00")
     (tmp_path / "notes.txt").write_text("plain\n")
     git(tmp_path, "add", "-A")
-    git(tmp_path, "commit", "-q", "-m", "one")
+    git(tmp_path, "commit", "-q", "-m", "one", when="2025-02-03T04:05:06+00:00")
     snap = GitSnapshot(tmp_path)
     assert snap.source_version == f"git:{git(tmp_path, 'rev-parse', 'HEAD')}"
     assert snap.committed_at.isoformat() == "2025-02-03T04:05:06+00:00"

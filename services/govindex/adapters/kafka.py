@@ -68,6 +68,12 @@ class KafkaEventPublisher:
     def close(self) -> None:
         self._producer.close(timeout=10)
 
+    def __enter__(self) -> KafkaEventPublisher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 @dataclass(frozen=True)
 class PartitionLag:

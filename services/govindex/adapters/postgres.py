@@ -8,7 +8,6 @@ it, so a crash anywhere leaves either all of it or none of it.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
@@ -752,16 +751,6 @@ class PostgresOutbox:
                 )
         return len(rows)
 
-    async def pending(self) -> int:
-        async with self._pool.connection() as conn:
-            cur = await conn.execute("SELECT count(*) FROM outbox WHERE published_at IS NULL")
-            row = await cur.fetchone()
-        return int(row[0]) if row else 0
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, default=str, sort_keys=True)
-
 
 @dataclass(frozen=True)
 class TombstoneRow:
@@ -934,6 +923,17 @@ class PostgresPurgeStore:
                     ),
                 )
         return removed
+
+    async def receipt(self, tenant_id: str, doc_id: str, sequence: int) -> dict[str, Any] | None:
+        """The purge receipt of a deletion, once the purge is complete."""
+        async with transaction(self._pool) as conn:
+            cur = await conn.execute(
+                "SELECT receipt FROM purge_receipts WHERE tenant_id = %s AND doc_id = %s "
+                "AND sequence = %s",
+                (tenant_id, doc_id, sequence),
+            )
+            row = await cur.fetchone()
+        return dict(row[0]) if row else None
 
     async def note_failure(self, tombstone: TombstoneRow, error: str) -> None:
         async with transaction(self._pool) as conn:

@@ -99,9 +99,6 @@ class RedisTaggedCache:
         """Delete every entry built from any of these chunks (one version going away)."""
         return await self._evict([_chunk_tag(self.namespace, c) for c in chunk_ids])
 
-    async def evict_principal(self, principal: str) -> int:
-        return await self._evict([_principal_tag(self.namespace, principal)])
-
     async def _evict(self, tags: list[str]) -> int:
         try:
             keys: set[bytes | str] = set()

@@ -8,13 +8,19 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
+from typing import TypeVar
 
 from govindex.adapters.kafka import KafkaEventPublisher
 from govindex.adapters.opensearch import OpenSearchIndex
-from govindex.adapters.postgres import PostgresChunkStore, PostgresSourceRegistry
+from govindex.adapters.postgres import (
+    PostgresChunkStore,
+    PostgresPurgeStore,
+    PostgresSourceRegistry,
+)
 from govindex.bootstrap import prepare
 from govindex.db import open_pool
 from govindex.manifests import load_manifests
@@ -26,6 +32,7 @@ from ingest.handlers import IngestContext, delete_document, git_versions, ingest
 from ingest.sources import DEFAULT_INCLUDE, GitSnapshot
 from ingest.state import PostgresIngestState
 
+T = TypeVar("T")
 DEMO_USER = ("user:dana", "group:eng")
 COMMITS = (
     ("v1", "2025-01-10T09:00:00+00:00", "Initial handbook"),
@@ -124,7 +131,7 @@ async def _walkthrough(settings: Settings, root: Path) -> int:
             report = await ingest_snapshot(
                 snapshot, ctx, state=state, publisher=publisher, blobs=store
             )
-            await _caught_up(pool, manifest.source_id)
+            await _until(lambda: _caught_up(state, manifest.source_id), "the indexer to catch up")
             print(
                 f"4.{n} Ingested commit {sha[:10]} ({snapshot.committed_at:%Y-%m-%d}): "
                 f"{len(report.created)} created, {len(report.updated)} updated, "
@@ -171,7 +178,11 @@ async def _walkthrough(settings: Settings, root: Path) -> int:
             deleted_at=datetime.now(UTC),
             reason="retired runbook",
         )
-        receipt = await _purged(pool, manifest.source_id, "runbooks/cache-flush.md", sequence)
+        purges = PostgresPurgeStore(pool)
+        receipt = await _until(
+            lambda: purges.receipt(manifest.tenant, "runbooks/cache-flush.md", sequence),
+            "the purge receipt",
+        )
         for sink in receipt["sinks"]:
             print(
                 f"   {sink['sink']:<10} removed {sink['removed']:>3}, remaining "
@@ -205,44 +216,15 @@ def _day(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d") if value else "open"
 
 
-async def _caught_up(pool: object, source_id: str, timeout: float = 60.0) -> None:
-    """Wait until the indexer has applied every sequence the connector emitted."""
-    from psycopg_pool import AsyncConnectionPool
-
-    assert isinstance(pool, AsyncConnectionPool)
+async def _until(probe: Callable[[], Awaitable[T | None]], what: str, timeout: float = 60) -> T:
+    """Poll until `probe` gives a truthy value; the demo waits on real pipeline state."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        async with pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT count(*) FROM ingest_documents i LEFT JOIN documents d USING "
-                "(tenant_id, source_id, doc_id) WHERE i.source_id = %s AND "
-                "coalesce(d.last_sequence, 0) < i.last_sequence",
-                (source_id,),
-            )
-            row = await cur.fetchone()
-        if row and row[0] == 0:
-            return
+        if value := await probe():
+            return value
         await asyncio.sleep(0.2)
-    raise TimeoutError(f"the indexer did not catch up with source {source_id} in {timeout}s")
+    raise TimeoutError(f"gave up after {timeout:.0f}s waiting for {what}")
 
 
-async def _purged(
-    pool: object, source_id: str, doc_id: str, sequence: int, timeout: float = 60.0
-) -> dict[str, list[dict[str, object]]]:
-    from psycopg_pool import AsyncConnectionPool
-
-    assert isinstance(pool, AsyncConnectionPool)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        async with pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT receipt FROM purge_receipts WHERE source_id = %s AND doc_id = %s "
-                "AND sequence = %s",
-                (source_id, doc_id, sequence),
-            )
-            row = await cur.fetchone()
-        if row:
-            receipt: dict[str, list[dict[str, object]]] = row[0]
-            return receipt
-        await asyncio.sleep(0.2)
-    raise TimeoutError(f"no purge receipt for {doc_id} within {timeout}s")
+async def _caught_up(state: PostgresIngestState, source_id: str) -> bool:
+    return await state.behind(source_id) == 0
