@@ -15,19 +15,19 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from govindex import events
 from govindex.adapters.kafka import KafkaEventPublisher
-from govindex.adapters.postgres import PostgresSourceRegistry
-from govindex.bootstrap import prepare
-from govindex.db import open_pool
-from govindex.envelope import encode_document_event
-from govindex.events import DocumentChanged, DocumentDeleted
-from govindex.hashing import sha256_hex
-from govindex.logs import configure_logging
-from govindex.records import SourceManifest
-from govindex.settings import Settings
-from govindex.stack import EmbeddedStack
-from govindex.workers import Workers
+from govindex.adapters.postgres.pool import open_pool
+from govindex.adapters.postgres.store import PostgresSourceRegistry
+from govindex.core import events
+from govindex.core.envelope import encode_document_event
+from govindex.core.events import DocumentChanged, DocumentDeleted
+from govindex.core.hashing import sha256_hex
+from govindex.core.logs import configure_logging
+from govindex.core.records import SourceManifest
+from govindex.core.settings import Settings
+from govindex.devstack.embedded import EmbeddedStack
+from govindex.runtime.bootstrap import prepare
+from govindex.runtime.workers import Workers
 
 DOCS, DELETES, DELETE_EVERY_S = 400, 120, 0.25
 TENANT, SOURCE = "bench", "bench-docs"

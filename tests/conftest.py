@@ -22,20 +22,20 @@ from kafka import KafkaConsumer, TopicPartition
 from opensearchpy import OpenSearch
 from psycopg_pool import AsyncConnectionPool
 
-from govindex import events
 from govindex.adapters.kafka import KafkaEventPublisher
-from govindex.adapters.postgres import PostgresPurgeStore, PostgresSourceRegistry
-from govindex.bootstrap import prepare
-from govindex.db import migrate, open_pool
-from govindex.envelope import KafkaRecord, encode
-from govindex.events import DocumentChanged, DocumentDeleted
-from govindex.hashing import sha256_hex
-from govindex.logs import configure_logging
-from govindex.records import SourceManifest
-from govindex.settings import Settings
-from govindex.stack import EmbeddedStack
-from govindex.workers import Workers
-from ingest.state import PostgresIngestState
+from govindex.adapters.postgres.ingest_state import PostgresIngestState
+from govindex.adapters.postgres.pool import migrate, open_pool
+from govindex.adapters.postgres.store import PostgresPurgeStore, PostgresSourceRegistry
+from govindex.core import events
+from govindex.core.envelope import KafkaRecord, encode
+from govindex.core.events import DocumentChanged, DocumentDeleted
+from govindex.core.hashing import sha256_hex
+from govindex.core.logs import configure_logging
+from govindex.core.records import SourceManifest
+from govindex.core.settings import Settings
+from govindex.devstack.embedded import EmbeddedStack
+from govindex.runtime.bootstrap import prepare
+from govindex.runtime.workers import Workers
 
 configure_logging(level="WARNING", json_output=False)
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from govindex.records import slugify
+from govindex.core.records import slugify
 
 
 @dataclass(frozen=True)

@@ -10,20 +10,20 @@ from typing import Protocol
 import structlog
 from pydantic import ValidationError
 
-from govindex import events
-from govindex.adapters.postgres import (
+from govindex.adapters.postgres.store import (
     ApplyResult,
     GraphEdge,
     OutboxMessage,
     TombstonePlan,
     VersionPlan,
 )
-from govindex.envelope import Envelope, encode_document_event
-from govindex.errors import ContentUnavailable, InvalidEvent, SourceDisabled, UnknownSource
-from govindex.events import AccessRevoked, DocumentChanged, DocumentDeleted, DocumentIndexed
-from govindex.hashing import sha256_hex
-from govindex.records import Chunk, DeletionMode, SourceManifest
-from govindex.settings import Topics
+from govindex.core import events
+from govindex.core.envelope import Envelope, encode_document_event
+from govindex.core.errors import ContentUnavailable, InvalidEvent, SourceDisabled, UnknownSource
+from govindex.core.events import AccessRevoked, DocumentChanged, DocumentDeleted, DocumentIndexed
+from govindex.core.hashing import sha256_hex
+from govindex.core.records import Chunk, DeletionMode, SourceManifest
+from govindex.core.settings import Topics
 from indexer.graph import extract_edges
 from indexer.parsers import parser_for
 from indexer.stamping import (

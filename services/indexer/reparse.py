@@ -10,10 +10,10 @@ from typing import Any
 import structlog
 
 from govindex.adapters.opensearch import OpenSearchIndex
-from govindex.adapters.postgres import PostgresChunkStore, PostgresSourceRegistry
-from govindex.errors import PermanentError
-from govindex.events import DocumentChanged
-from govindex.records import Access
+from govindex.adapters.postgres.store import PostgresChunkStore, PostgresSourceRegistry
+from govindex.core.errors import PermanentError
+from govindex.core.events import DocumentChanged
+from govindex.core.records import Access
 from indexer.parsers import parser_for
 from indexer.stamping import StampContext, resolve_access, stamp_chunks
 

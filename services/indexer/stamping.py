@@ -12,10 +12,10 @@ from typing import Any
 
 from pydantic import AwareDatetime, TypeAdapter, ValidationError
 
-from govindex.errors import InvalidEvent, MissingAcl
-from govindex.events import DocumentChanged
-from govindex.hashing import sha256_hex
-from govindex.records import (
+from govindex.core.errors import InvalidEvent, MissingAcl
+from govindex.core.events import DocumentChanged
+from govindex.core.hashing import sha256_hex
+from govindex.core.records import (
     Access,
     AclPolicy,
     Chunk,

@@ -8,9 +8,9 @@ import structlog
 from aiohttp import web
 
 from govindex.adapters.kafka import KafkaEventPublisher
-from govindex.db import open_pool
-from govindex.settings import Settings
-from govindex.stack import free_port
+from govindex.adapters.postgres.pool import open_pool
+from govindex.core.settings import Settings
+from govindex.devstack.embedded import free_port
 from ingest.receiver import ReceiverPorts, build_app
 
 log = structlog.get_logger(__name__)

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from govindex.errors import InvalidEvent
-from govindex.records import CdcSettings
+from govindex.core.errors import InvalidEvent
+from govindex.core.records import CdcSettings
 
 Op = Literal["upsert", "delete", "truncate"]
 

@@ -8,15 +8,14 @@ from dataclasses import dataclass
 import structlog
 from psycopg_pool import AsyncConnectionPool
 
-from govindex import events
-from govindex.adapters.postgres import PostgresChunkStore, PostgresSourceRegistry, transaction
-from govindex.deadletter import Delivery
-from govindex.envelope import KafkaRecord, encode_document_event
-from govindex.errors import InvalidEvent, SourceDisabled
-from govindex.events import DocumentChanged, DocumentDeleted
-from govindex.hashing import sha256_hex
-from govindex.records import SourceManifest
-from govindex.settings import Topics
+from govindex.adapters.postgres.store import PostgresChunkStore, PostgresSourceRegistry, transaction
+from govindex.core import events
+from govindex.core.envelope import Delivery, KafkaRecord, encode_document_event
+from govindex.core.errors import InvalidEvent, SourceDisabled
+from govindex.core.events import DocumentChanged, DocumentDeleted
+from govindex.core.hashing import sha256_hex
+from govindex.core.records import SourceManifest
+from govindex.core.settings import Topics
 from ingest.cdc import RowChange, translate
 
 log = structlog.get_logger(__name__)

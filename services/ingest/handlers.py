@@ -9,12 +9,12 @@ from typing import Protocol
 
 import structlog
 
-from govindex import events
-from govindex.envelope import KafkaRecord, encode_document_event
-from govindex.events import DocumentChanged, DocumentDeleted
-from govindex.hashing import sha256_hex
-from govindex.records import SourceManifest
-from govindex.settings import Topics
+from govindex.core import events
+from govindex.core.envelope import KafkaRecord, encode_document_event
+from govindex.core.events import DocumentChanged, DocumentDeleted
+from govindex.core.hashing import sha256_hex
+from govindex.core.records import SourceManifest
+from govindex.core.settings import Topics
 from ingest.sources import GitSnapshot, Skipped, SourceFile, decode_text
 
 log = structlog.get_logger(__name__)

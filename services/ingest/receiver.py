@@ -22,11 +22,12 @@ from aiohttp import web
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from govindex.adapters.postgres import PostgresChunkStore, PostgresSourceRegistry, transaction
-from govindex.hashing import sha256_hex
-from govindex.lineage import PostgresLineage
-from govindex.records import Slug, SourceManifest
-from govindex.settings import Topics
+from govindex.adapters.postgres.ingest_state import PostgresIngestState
+from govindex.adapters.postgres.lineage import PostgresLineage
+from govindex.adapters.postgres.store import PostgresChunkStore, PostgresSourceRegistry, transaction
+from govindex.core.hashing import sha256_hex
+from govindex.core.records import Slug, SourceManifest
+from govindex.core.settings import Topics
 from ingest.handlers import (
     IngestContext,
     IngestReport,
@@ -37,7 +38,6 @@ from ingest.handlers import (
 )
 from ingest.mirror import GitMirror
 from ingest.sources import GitSnapshot, SourceFile, decode_text
-from ingest.state import PostgresIngestState
 from ingest.webhooks import Provider, WebhookRefused, event_kind, is_push, parse_push, verify
 
 log = structlog.get_logger(__name__)

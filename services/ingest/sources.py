@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
-from govindex.errors import GovindexError
+from govindex.core.errors import GovindexError
 
 DEFAULT_INCLUDE = ("*.md", "*.markdown", "*.txt")
 MAX_FILE_BYTES = 16 * 1024 * 1024

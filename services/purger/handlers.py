@@ -11,19 +11,19 @@ from typing import Any, Protocol
 import structlog
 from pydantic import ValidationError
 
-from govindex import events
-from govindex.adapters.postgres import OutboxMessage, TombstoneRow
-from govindex.envelope import Envelope, encode, encode_document_event
-from govindex.errors import InvalidEvent, TransientError
-from govindex.events import (
+from govindex.adapters.postgres.lineage import Invalidated
+from govindex.adapters.postgres.store import OutboxMessage, TombstoneRow
+from govindex.core import events
+from govindex.core.envelope import Envelope, encode, encode_document_event
+from govindex.core.errors import InvalidEvent, TransientError
+from govindex.core.events import (
     AccessRevoked,
     ArtifactInvalidated,
     DocumentDeleted,
     DocumentPurged,
     SinkResult,
 )
-from govindex.lineage import Invalidated
-from govindex.records import DeletionMode
+from govindex.core.records import DeletionMode
 from indexer.handlers import parse_payload
 
 log = structlog.get_logger(__name__)

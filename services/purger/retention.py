@@ -9,11 +9,11 @@ from datetime import datetime
 import structlog
 
 from govindex.adapters.opensearch import OpenSearchIndex
-from govindex.adapters.postgres import PostgresPurgeStore
+from govindex.adapters.postgres.lineage import PostgresLineage
+from govindex.adapters.postgres.store import PostgresPurgeStore
 from govindex.adapters.redis_cache import RedisTaggedCache
-from govindex.events import document_key
-from govindex.lineage import PostgresLineage
-from govindex.records import SourceManifest
+from govindex.core.events import document_key
+from govindex.core.records import SourceManifest
 
 log = structlog.get_logger(__name__)
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 
-from govindex import events
 from govindex.adapters.kafka import ensure_topics
+from govindex.core import events
 from tests.conftest import Pipeline, until
 from tests.e2e.test_invariants import query
 

@@ -33,7 +33,7 @@ deletion_mode: tombstone_and_purge
 
 def govindex(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        [sys.executable, "-m", "govindex.cli", *args],
+        [sys.executable, "-m", "govindex.cli.main", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -49,7 +49,7 @@ def govindex(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedP
 def running(tmp_path: Path) -> Iterator[Path]:
     """`govindex up` in tmp_path with the default state dir; stopped with Ctrl-C (SIGINT)."""
     up = subprocess.Popen(
-        [sys.executable, "-m", "govindex.cli", "up"],
+        [sys.executable, "-m", "govindex.cli.main", "up"],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

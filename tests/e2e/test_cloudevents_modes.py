@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import pytest
 from kafka import KafkaProducer
 
-from govindex import events
-from govindex.hashing import sha256_hex
+from govindex.core import events
+from govindex.core.hashing import sha256_hex
 from tests.conftest import Pipeline
 
 pytestmark = pytest.mark.e2e

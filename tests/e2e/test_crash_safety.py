@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from govindex.stack import free_port
+from govindex.devstack.embedded import free_port
 from tests.conftest import Pipeline
 
 pytestmark = pytest.mark.e2e
@@ -79,7 +79,7 @@ def _worker(p: Pipeline, opensearch_url: str, log: Path) -> subprocess.Popen[byt
         "GOVINDEX_NAMESPACE": p.settings.namespace,
     }
     return subprocess.Popen(
-        [sys.executable, "-m", "govindex.cli", "worker", "indexer", "--log-level", "INFO"],
+        [sys.executable, "-m", "govindex.cli.main", "worker", "indexer", "--log-level", "INFO"],
         env=env,
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,

@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from govindex.adapters.opensearch import OpenSearchIndex
-from govindex.adapters.postgres import PostgresChunkStore
-from govindex.bootstrap import rebuild_projection
-from govindex.deadletter import REASON_HEADER
-from govindex.readpath import Query, search
+from govindex.adapters.postgres.store import PostgresChunkStore
+from govindex.runtime.bootstrap import rebuild_projection
+from govindex.runtime.deadletter import REASON_HEADER
+from reader.search import Query, search
 from tests.conftest import Pipeline, event_id_of, read_topic
 
 pytestmark = pytest.mark.e2e

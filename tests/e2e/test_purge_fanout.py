@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from govindex.adapters.postgres.lineage import PostgresLineage
 from govindex.adapters.redis_cache import RedisTaggedCache
-from govindex.lineage import PostgresLineage
 from tests.conftest import Pipeline, read_topic
 from tests.e2e.test_crash_safety import CuttableProxy
 from tests.e2e.test_invariants import V1, query
@@ -30,7 +30,7 @@ def cli(p: Pipeline, *args: str) -> subprocess.CompletedProcess[str]:
         "GOVINDEX_NAMESPACE": p.settings.namespace,
     }
     return subprocess.run(
-        [sys.executable, "-m", "govindex.cli", *args],
+        [sys.executable, "-m", "govindex.cli.main", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -152,7 +152,7 @@ async def test_a_sink_that_is_down_is_retried_and_the_purge_completes_when_it_re
         [
             sys.executable,
             "-m",
-            "govindex.cli",
+            "govindex.cli.main",
             "worker",
             "indexer",
             "purger",
@@ -324,9 +324,9 @@ async def test_tombstone_mode_ends_the_document_now_keeps_history_and_drops_its_
         await lineage.register_derived(
             "summary", "h", [doc], "s/h", tenant_id=p.tenant, text="rutabaga"
         )
-        from govindex import events
-        from govindex.envelope import encode_document_event
-        from govindex.events import DocumentDeleted
+        from govindex.core import events
+        from govindex.core.envelope import encode_document_event
+        from govindex.core.events import DocumentDeleted
 
         body = DocumentDeleted(
             tenant_id=p.tenant,

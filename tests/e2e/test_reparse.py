@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from govindex.adapters.opensearch import OpenSearchIndex
-from govindex.adapters.postgres import PostgresChunkStore, PostgresSourceRegistry
+from govindex.adapters.postgres.store import PostgresChunkStore, PostgresSourceRegistry
 from indexer.parsers.markdown import MarkdownParser
 from indexer.reparse import reparse
 from tests.conftest import Pipeline

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from opensearchpy import OpenSearch
 
-from govindex.bootstrap import prepare
+from govindex.runtime.bootstrap import prepare
 from tests.conftest import Pipeline
 
 pytestmark = pytest.mark.e2e

@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from govindex.hashing import sha256_hex
+from govindex.core.hashing import sha256_hex
 from ingest import sources
 from ingest.app import WebhookServer
 from tests.conftest import Pipeline, git
@@ -276,7 +276,7 @@ async def test_reconcile_repairs_a_missed_webhook_and_a_lost_event(
     await p.wait_processed(p.publish(p.change("zzz.md", 50, "# Z\nparsnip\n", source=source)))
 
     from govindex.adapters.kafka import KafkaEventPublisher
-    from govindex.adapters.postgres import PostgresSourceRegistry
+    from govindex.adapters.postgres.store import PostgresSourceRegistry
     from ingest.receiver import ReceiverPorts, reconcile_source
 
     assert p.settings.kafka_bootstrap

@@ -8,7 +8,7 @@ import pytest
 from opensearchpy import OpenSearch
 
 from govindex.adapters.opensearch import MAPPING, OpenSearchIndex
-from govindex.settings import Settings
+from govindex.core.settings import Settings
 
 pytestmark = pytest.mark.integration
 

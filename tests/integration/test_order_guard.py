@@ -15,15 +15,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from govindex import events
 from govindex.adapters.opensearch import OpenSearchIndex
-from govindex.adapters.postgres import PostgresChunkStore, PostgresSourceRegistry
-from govindex.bootstrap import prepare
-from govindex.db import open_pool
-from govindex.envelope import decode, encode
-from govindex.events import DocumentChanged, DocumentDeleted
-from govindex.hashing import sha256_hex
-from govindex.settings import Settings
+from govindex.adapters.postgres.pool import open_pool
+from govindex.adapters.postgres.store import PostgresChunkStore, PostgresSourceRegistry
+from govindex.core import events
+from govindex.core.envelope import decode, encode
+from govindex.core.events import DocumentChanged, DocumentDeleted
+from govindex.core.hashing import sha256_hex
+from govindex.core.settings import Settings
+from govindex.runtime.bootstrap import prepare
 from indexer.handlers import IndexerPorts, index_document
 from tests.conftest import manifest
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from govindex.errors import InvalidEvent
-from govindex.records import CdcSettings
+from govindex.core.errors import InvalidEvent
+from govindex.core.records import CdcSettings
 from ingest.cdc import position, translate, when
 
 CDC = CdcSettings(

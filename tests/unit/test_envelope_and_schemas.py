@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from govindex import events
-from govindex.envelope import decode, encode
-from govindex.errors import InvalidEvent, ManifestError
-from govindex.events import DocumentDeleted
-from govindex.manifests import load_manifests
-from govindex.schemas import check_schemas
+from govindex.core import events
+from govindex.core.envelope import decode, encode
+from govindex.core.errors import InvalidEvent, ManifestError
+from govindex.core.events import DocumentDeleted
+from govindex.core.manifests import load_manifests
+from govindex.core.schemas import check_schemas
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -107,5 +107,5 @@ def test_an_empty_default_acl_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_demo_manifest_is_valid() -> None:
-    (m,) = load_manifests([ROOT / "services/govindex/demo/manifests/handbook.yaml"])
+    (m,) = load_manifests([ROOT / "services/govindex/devstack/demo/manifests/handbook.yaml"])
     assert m.source_id == "handbook"

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from govindex.errors import InvalidEvent
-from govindex.records import ChunkKind
+from govindex.core.errors import InvalidEvent
+from govindex.core.records import ChunkKind
 from indexer.parsers import PARSERS, ParsedDocument, Parser, parser_for, split_frontmatter
 from indexer.parsers.base import SizePolicy
 from indexer.parsers.markdown import MarkdownParser

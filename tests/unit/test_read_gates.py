@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from govindex.hashing import sha256_hex
-from govindex.readpath import Query, admitted
-from govindex.records import Chunk
+from govindex.core.hashing import sha256_hex
+from govindex.core.records import Chunk
+from reader.search import Query, admitted
 
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
 

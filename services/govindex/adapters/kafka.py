@@ -15,8 +15,8 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-from govindex.envelope import KafkaRecord
-from govindex.errors import TransientError
+from govindex.core.envelope import KafkaRecord
+from govindex.core.errors import TransientError
 
 log = structlog.get_logger(__name__)
 

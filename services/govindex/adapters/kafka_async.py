@@ -5,8 +5,8 @@ from __future__ import annotations
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from govindex.envelope import KafkaRecord
-from govindex.errors import TransientError
+from govindex.core.envelope import KafkaRecord
+from govindex.core.errors import TransientError
 
 
 class AsyncKafkaPublisher:

@@ -14,8 +14,8 @@ import structlog
 from opensearchpy import AsyncOpenSearch
 from opensearchpy import exceptions as os_exc
 
-from govindex.errors import PermanentError, TransientError
-from govindex.records import Chunk
+from govindex.core.errors import PermanentError, TransientError
+from govindex.core.records import Chunk
 
 log = structlog.get_logger(__name__)
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from govindex.errors import TransientError
+from govindex.core.errors import TransientError
 
 PREFIX = "govindex"
 

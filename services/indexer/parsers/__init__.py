@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
-from govindex.errors import InvalidEvent
+from govindex.core.errors import InvalidEvent
 from indexer.parsers.base import ParsedDocument, Parser, SizePolicy
 from indexer.parsers.code import HclParser, JsonParser, PythonParser, YamlParser
 from indexer.parsers.markdown import MarkdownParser, split_frontmatter

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from govindex.records import ChunkDraft, ChunkKind, Span, slugify
+from govindex.core.records import ChunkDraft, ChunkKind, Span, slugify
 
 NEWLINE = re.compile(r"\r\n|\r|\n")
 

@@ -11,7 +11,7 @@ import re
 
 import yaml
 
-from govindex.records import ChunkKind
+from govindex.core.records import ChunkKind
 from indexer.parsers.base import LineIndex, ParsedDocument, Segment, SizePolicy, finalize
 from indexer.parsers.text import paragraphs
 

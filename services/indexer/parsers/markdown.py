@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
-from govindex.errors import InvalidEvent
-from govindex.records import ChunkKind
+from govindex.core.errors import InvalidEvent
+from govindex.core.records import ChunkKind
 from indexer.parsers.base import LineIndex, ParsedDocument, Segment, SizePolicy, finalize
 
 _FRONTMATTER_OPEN = re.compile(r"\A---[ \t]*(?:\r\n|\r|\n)")

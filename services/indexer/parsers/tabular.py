@@ -7,7 +7,7 @@ import csv
 import io
 import re
 
-from govindex.records import ChunkKind
+from govindex.core.records import ChunkKind
 from indexer.parsers.base import LineIndex, ParsedDocument, Segment, SizePolicy, finalize
 from indexer.parsers.text import PlainTextParser
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from govindex.records import ChunkKind
+from govindex.core.records import ChunkKind
 from indexer.parsers.base import ParsedDocument, Segment, SizePolicy, finalize
 
 _PARAGRAPH_BREAK = re.compile(r"(?:\r\n|\r|\n)[ \t]*(?:\r\n|\r|\n)\s*")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from psycopg_pool import AsyncConnectionPool
 
-from govindex.adapters.postgres import transaction
+from govindex.adapters.postgres.store import transaction
 
 CHUNK_ID = re.compile(r"^[0-9a-f]{32}$")
 

@@ -14,10 +14,10 @@ import structlog
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker, KafkaMessage
 
-from govindex.deadletter import Delivery, dead_letter
-from govindex.envelope import Envelope, KafkaRecord, decode
-from govindex.errors import PermanentError
-from govindex.retry import retry_transient
+from govindex.core.envelope import Delivery, Envelope, KafkaRecord, decode
+from govindex.core.errors import PermanentError
+from govindex.runtime.deadletter import dead_letter
+from govindex.runtime.retry import retry_transient
 
 log = structlog.get_logger(__name__)
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from govindex.events import PAYLOAD_MODELS
-from govindex.records import SourceManifest
+from govindex.core.events import PAYLOAD_MODELS
+from govindex.core.records import SourceManifest
 
 MODELS: dict[str, type[BaseModel]] = {**PAYLOAD_MODELS, "source.manifest": SourceManifest}
 

@@ -8,7 +8,7 @@ import psycopg
 import structlog
 from psycopg_pool import AsyncConnectionPool
 
-from govindex.errors import TransientError
+from govindex.core.errors import TransientError
 
 log = structlog.get_logger(__name__)
 
@@ -17,7 +17,7 @@ _MIGRATION_LOCK = 0x60F1DE
 
 
 def migration_files() -> list[tuple[str, str]]:
-    folder = resources.files("govindex") / "sql"
+    folder = resources.files("govindex.adapters.postgres") / "sql"
     names = sorted(p.name for p in folder.iterdir() if p.name.endswith(".sql"))
     return [(name, (folder / name).read_text()) for name in names]
 

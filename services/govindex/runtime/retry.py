@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import structlog
 
-from govindex.errors import TransientError
+from govindex.core.errors import TransientError
 
 T = TypeVar("T")
 log = structlog.get_logger(__name__)

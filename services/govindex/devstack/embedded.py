@@ -19,8 +19,8 @@ from typing import IO, Any
 
 import structlog
 
-from govindex.errors import GovindexError
-from govindex.settings import STACK_FILE
+from govindex.core.errors import GovindexError
+from govindex.core.settings import STACK_FILE
 
 log = structlog.get_logger(__name__)
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from govindex.adapters.opensearch import OpenSearchIndex
-from govindex.adapters.postgres import PostgresChunkStore
-from govindex.hashing import sha256_hex
-from govindex.records import Chunk
+from govindex.adapters.postgres.store import PostgresChunkStore
+from govindex.core.hashing import sha256_hex
+from govindex.core.records import Chunk
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ from psycopg_pool import AsyncConnectionPool
 
 from govindex.adapters.kafka import ensure_topics
 from govindex.adapters.opensearch import OpenSearchIndex, rebuild
-from govindex.adapters.postgres import PostgresChunkStore, transaction
-from govindex.db import migrate, open_pool
-from govindex.settings import Settings
+from govindex.adapters.postgres.pool import migrate, open_pool
+from govindex.adapters.postgres.store import PostgresChunkStore, transaction
+from govindex.core.settings import Settings
 
 log = structlog.get_logger(__name__)
 

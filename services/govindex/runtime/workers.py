@@ -13,18 +13,18 @@ from psycopg_pool import AsyncConnectionPool
 
 from govindex.adapters.kafka_async import AsyncKafkaPublisher
 from govindex.adapters.opensearch import OpenSearchIndex
-from govindex.adapters.postgres import (
+from govindex.adapters.postgres.lineage import PostgresLineage
+from govindex.adapters.postgres.pool import open_pool
+from govindex.adapters.postgres.store import (
     PostgresChunkStore,
     PostgresOutbox,
     PostgresPurgeStore,
     PostgresSourceRegistry,
 )
 from govindex.adapters.redis_cache import RedisTaggedCache
-from govindex.consumer import subscribe
-from govindex.db import open_pool
-from govindex.errors import TransientError
-from govindex.lineage import PostgresLineage
-from govindex.settings import Settings
+from govindex.core.errors import TransientError
+from govindex.core.settings import Settings
+from govindex.runtime.consumer import subscribe
 from indexer.handlers import CONSUMER as INDEXER
 from indexer.handlers import IndexerPorts, index_document
 from purger.handlers import CONSUMER as PURGER

@@ -16,21 +16,21 @@ from typing import TypeVar
 
 from govindex.adapters.kafka import KafkaEventPublisher
 from govindex.adapters.opensearch import OpenSearchIndex
-from govindex.adapters.postgres import (
+from govindex.adapters.postgres.ingest_state import PostgresIngestState
+from govindex.adapters.postgres.pool import open_pool
+from govindex.adapters.postgres.store import (
     PostgresChunkStore,
     PostgresPurgeStore,
     PostgresSourceRegistry,
 )
-from govindex.bootstrap import prepare
-from govindex.db import open_pool
-from govindex.manifests import load_manifests
-from govindex.readpath import Query, search
-from govindex.settings import Settings
-from govindex.stack import EmbeddedStack
-from govindex.workers import Workers
+from govindex.core.manifests import load_manifests
+from govindex.core.settings import Settings
+from govindex.devstack.embedded import EmbeddedStack
+from govindex.runtime.bootstrap import prepare
+from govindex.runtime.workers import Workers
 from ingest.handlers import IngestContext, delete_document, git_versions, ingest_snapshot
 from ingest.sources import DEFAULT_INCLUDE, GitSnapshot
-from ingest.state import PostgresIngestState
+from reader.search import Query, search
 
 T = TypeVar("T")
 DEMO_USER = ("user:dana", "group:eng")
@@ -61,7 +61,7 @@ def run_demo() -> int:
 def _build_repo(root: Path) -> tuple[Path, list[str]]:
     repo = root / "handbook"
     repo.mkdir()
-    corpus = resources.files("govindex.demo") / "corpus"
+    corpus = resources.files("govindex.devstack.demo") / "corpus"
     env = {
         **os.environ,
         "GIT_AUTHOR_NAME": "Demo",
@@ -106,7 +106,7 @@ async def _walkthrough(settings: Settings, root: Path) -> int:
     store = PostgresChunkStore(pool)
     try:
         print(f"2. Topics created, schema migrated, index generation {generation} live.")
-        manifest_dir = resources.files("govindex.demo") / "manifests"
+        manifest_dir = resources.files("govindex.devstack.demo") / "manifests"
         with resources.as_file(manifest_dir / "handbook.yaml") as path:
             (manifest,) = load_manifests([path])
         await PostgresSourceRegistry(pool).register(manifest)

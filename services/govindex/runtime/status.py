@@ -7,7 +7,7 @@ from typing import Any
 import psycopg
 
 from govindex.adapters.kafka import OffsetReader
-from govindex.settings import Settings
+from govindex.core.settings import Settings
 
 
 async def collect_status(settings: Settings) -> dict[str, Any]:

@@ -7,8 +7,8 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from govindex.errors import ManifestError
-from govindex.records import SourceManifest
+from govindex.core.errors import ManifestError
+from govindex.core.records import SourceManifest
 
 
 def load_manifests(paths: list[Path]) -> list[SourceManifest]:

@@ -19,11 +19,11 @@ import structlog
 from psycopg_pool import AsyncConnectionPool
 
 from govindex import __version__
-from govindex.errors import GovindexError
-from govindex.logs import configure_logging
-from govindex.settings import DEFAULT_STATE_DIR, Settings, read_stack_file
+from govindex.core.errors import GovindexError
+from govindex.core.logs import configure_logging
+from govindex.core.settings import DEFAULT_STATE_DIR, Settings, read_stack_file
 
-log = structlog.get_logger("govindex.cli")
+log = structlog.get_logger("govindex.cli.main.main")
 
 EPILOG = textwrap.dedent(
     """\
@@ -377,7 +377,7 @@ def settings_for(args: argparse.Namespace, *, servers: bool = True) -> Settings:
 
 @asynccontextmanager
 async def pool_for(settings: Settings) -> AsyncIterator[AsyncConnectionPool]:
-    from govindex.db import open_pool
+    from govindex.adapters.postgres.pool import open_pool
 
     assert settings.pg_dsn
     pool = open_pool(settings.pg_dsn, max_size=4)
@@ -398,7 +398,7 @@ async def pool_for(settings: Settings) -> AsyncIterator[AsyncConnectionPool]:
 
 def cmd_up(args: argparse.Namespace) -> int:
     configure_logging(level="INFO" if args.log_level == "WARNING" else args.log_level)
-    from govindex.stack import EmbeddedStack
+    from govindex.devstack.embedded import EmbeddedStack
 
     settings = Settings(state_dir=args.state_dir)
     workers = tuple(w.strip() for w in args.workers.split(",") if w.strip())
@@ -432,8 +432,8 @@ async def _serve(
     webhook_host: str = "127.0.0.1",
 ) -> int:
     from govindex.adapters.opensearch import OpenSearchIndex
-    from govindex.bootstrap import prepare
-    from govindex.workers import Workers
+    from govindex.runtime.bootstrap import prepare
+    from govindex.runtime.workers import Workers
 
     if bootstrap:
         generation = await prepare(settings)
@@ -502,7 +502,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_bootstrap(args: argparse.Namespace) -> int:
-    from govindex.bootstrap import prepare
+    from govindex.runtime.bootstrap import prepare
 
     settings = settings_for(args)
     generation = asyncio.run(prepare(settings))
@@ -529,7 +529,7 @@ def _alive(pid: int) -> bool:
 
 
 def cmd_source_apply(args: argparse.Namespace) -> int:
-    from govindex.manifests import load_manifests
+    from govindex.core.manifests import load_manifests
 
     manifests = load_manifests(args.files)
     if args.check:
@@ -539,8 +539,8 @@ def cmd_source_apply(args: argparse.Namespace) -> int:
     settings = settings_for(args)
 
     async def run() -> int:
-        from govindex.adapters.postgres import PostgresSourceRegistry
-        from govindex.db import migrate
+        from govindex.adapters.postgres.pool import migrate
+        from govindex.adapters.postgres.store import PostgresSourceRegistry
 
         assert settings.pg_dsn
         await migrate(settings.pg_dsn)
@@ -563,7 +563,7 @@ async def _manifest(pool: AsyncConnectionPool, source_id: str, *, enabled: bool 
 
     With `enabled`, a disabled source is refused too (for commands that emit events).
     """
-    from govindex.adapters.postgres import PostgresSourceRegistry
+    from govindex.adapters.postgres.store import PostgresSourceRegistry
 
     manifest = await PostgresSourceRegistry(pool).find(source_id)
     if manifest is None:
@@ -580,9 +580,9 @@ async def _manifest(pool: AsyncConnectionPool, source_id: str, *, enabled: bool 
 
 def cmd_source_retire(args: argparse.Namespace) -> int:
     from govindex.adapters.kafka import KafkaEventPublisher
-    from govindex.adapters.postgres import PostgresSourceRegistry
+    from govindex.adapters.postgres.ingest_state import PostgresIngestState
+    from govindex.adapters.postgres.store import PostgresSourceRegistry
     from ingest.handlers import delete_source
-    from ingest.state import PostgresIngestState
 
     settings = settings_for(args)
 
@@ -653,10 +653,10 @@ def _ingest(
     label: str,
 ) -> int:
     from govindex.adapters.kafka import KafkaEventPublisher
-    from govindex.adapters.postgres import PostgresChunkStore
+    from govindex.adapters.postgres.ingest_state import PostgresIngestState
+    from govindex.adapters.postgres.store import PostgresChunkStore
     from ingest.handlers import IngestContext, ingest_snapshot
     from ingest.sources import DEFAULT_INCLUDE
-    from ingest.state import PostgresIngestState
 
     settings = settings_for(args)
 
@@ -739,8 +739,8 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
 
 def cmd_delete(args: argparse.Namespace) -> int:
     from govindex.adapters.kafka import KafkaEventPublisher
+    from govindex.adapters.postgres.ingest_state import PostgresIngestState
     from ingest.handlers import delete_document
-    from ingest.state import PostgresIngestState
 
     settings = settings_for(args)
 
@@ -772,7 +772,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_verify_purge(args: argparse.Namespace) -> int:
-    from govindex.verify import verify_purge
+    from purger.verify import verify_purge
 
     settings = settings_for(args)
 
@@ -800,9 +800,9 @@ def cmd_verify_purge(args: argparse.Namespace) -> int:
 
 def cmd_retention(args: argparse.Namespace) -> int:
     from govindex.adapters.opensearch import OpenSearchIndex
-    from govindex.adapters.postgres import PostgresPurgeStore
+    from govindex.adapters.postgres.lineage import PostgresLineage
+    from govindex.adapters.postgres.store import PostgresPurgeStore
     from govindex.adapters.redis_cache import RedisTaggedCache
-    from govindex.lineage import PostgresLineage
     from purger.retention import enforce_retention
 
     settings = settings_for(args)
@@ -841,8 +841,8 @@ def cmd_retention(args: argparse.Namespace) -> int:
 
 
 async def _all_manifests(pool: AsyncConnectionPool, source_id: str | None) -> list[Any]:
-    from govindex.adapters.postgres import transaction
-    from govindex.records import SourceManifest
+    from govindex.adapters.postgres.store import transaction
+    from govindex.core.records import SourceManifest
 
     if source_id:
         return [await _manifest(pool, source_id, enabled=False)]
@@ -853,7 +853,7 @@ async def _all_manifests(pool: AsyncConnectionPool, source_id: str | None) -> li
 
 
 def cmd_purge_status(args: argparse.Namespace) -> int:
-    from govindex.adapters.postgres import PostgresPurgeStore
+    from govindex.adapters.postgres.store import PostgresPurgeStore
 
     settings = settings_for(args)
 
@@ -886,7 +886,7 @@ def cmd_purge_status(args: argparse.Namespace) -> int:
 
 
 def cmd_documents(args: argparse.Namespace) -> int:
-    from govindex.adapters.postgres import PostgresChunkStore
+    from govindex.adapters.postgres.store import PostgresChunkStore
 
     settings = settings_for(args)
 
@@ -949,7 +949,7 @@ def _print_table(rows: Sequence[tuple[str, ...]]) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from govindex.status import collect_status, render_status
+    from govindex.runtime.status import collect_status, render_status
 
     settings = settings_for(args)
     report = asyncio.run(collect_status(settings))
@@ -962,8 +962,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_query(args: argparse.Namespace) -> int:
     from govindex.adapters.opensearch import OpenSearchIndex
-    from govindex.adapters.postgres import PostgresChunkStore
-    from govindex.readpath import Query, principals_of, search
+    from govindex.adapters.postgres.store import PostgresChunkStore
+    from reader.search import Query, principals_of, search
 
     settings = settings_for(args)
     query = Query(
@@ -1018,8 +1018,8 @@ def _first_body_line(text: str) -> str:
 
 
 def cmd_chunk(args: argparse.Namespace) -> int:
-    from govindex.errors import InvalidEvent
-    from govindex.hashing import sha256_hex
+    from govindex.core.errors import InvalidEvent
+    from govindex.core.hashing import sha256_hex
     from indexer.parsers import parser_for
     from indexer.stamping import simhash64, token_estimate
 
@@ -1084,7 +1084,7 @@ def _first_line(text: str) -> str:
 
 def cmd_reparse(args: argparse.Namespace) -> int:
     from govindex.adapters.opensearch import OpenSearchIndex
-    from govindex.adapters.postgres import PostgresChunkStore, PostgresSourceRegistry
+    from govindex.adapters.postgres.store import PostgresChunkStore, PostgresSourceRegistry
     from indexer.reparse import reparse
 
     settings = settings_for(args)
@@ -1124,7 +1124,7 @@ def cmd_reparse(args: argparse.Namespace) -> int:
 
 def cmd_reindex(args: argparse.Namespace) -> int:
     from govindex.adapters.opensearch import OpenSearchIndex
-    from govindex.bootstrap import rebuild_projection
+    from govindex.runtime.bootstrap import rebuild_projection
 
     settings = settings_for(args)
 
@@ -1148,13 +1148,13 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from govindex.demo.run import run_demo
+    from govindex.devstack.demo.run import run_demo
 
     return run_demo()
 
 
 def cmd_schemas(args: argparse.Namespace) -> int:
-    from govindex.schemas import check_schemas, write_schemas
+    from govindex.core.schemas import check_schemas, write_schemas
 
     if args.write:
         for path in write_schemas(args.dir):

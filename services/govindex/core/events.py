@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from govindex.records import Principal, Slug
+from govindex.core.records import Principal, Slug
 
 EVENT_PREFIX = "io.govindex"
 DOCUMENT_CREATED = f"{EVENT_PREFIX}.document.created.v1"

@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from psycopg_pool import AsyncConnectionPool
 
 from govindex.adapters.opensearch import OpenSearchIndex
-from govindex.adapters.postgres import transaction
+from govindex.adapters.postgres.lineage import PostgresLineage
+from govindex.adapters.postgres.store import transaction
 from govindex.adapters.redis_cache import RedisTaggedCache
-from govindex.errors import GovindexError
-from govindex.events import document_key
-from govindex.lineage import PostgresLineage
-from govindex.records import DeletionMode, SourceManifest
-from govindex.settings import Settings
+from govindex.core.errors import GovindexError
+from govindex.core.events import document_key
+from govindex.core.records import DeletionMode, SourceManifest
+from govindex.core.settings import Settings
 
 
 @dataclass

@@ -2,31 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from govindex.envelope import KafkaRecord
-from govindex.errors import PermanentError
+from govindex.core.envelope import Delivery, KafkaRecord
+from govindex.core.errors import PermanentError
 
 REASON_HEADER = "govindex-dlq-reason"
 ERROR_HEADER = "govindex-dlq-error"
 CONSUMER_HEADER = "govindex-dlq-consumer"
 ORIGIN_HEADER = "govindex-dlq-origin"
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """A record as it came off a topic, with where it came from."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str, bytes]]
-
-    @property
-    def origin(self) -> str:
-        return f"{self.topic}/{self.partition}/{self.offset}"
 
 
 def dead_letter(delivery: Delivery, error: PermanentError, consumer: str) -> KafkaRecord:

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from govindex.errors import StackNotRunning
+from govindex.core.errors import StackNotRunning
 
 DEFAULT_STATE_DIR = Path(".govindex")
 STACK_FILE = "stack.json"

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from psycopg_pool import AsyncConnectionPool
 
-from govindex.adapters.postgres import transaction
+from govindex.adapters.postgres.store import transaction
 
 
 class PostgresIngestState:

@@ -20,9 +20,9 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from govindex.envelope import KafkaRecord
-from govindex.errors import TransientError, UnknownSource
-from govindex.records import Chunk, SourceManifest
+from govindex.core.envelope import KafkaRecord
+from govindex.core.errors import TransientError, UnknownSource
+from govindex.core.records import Chunk, SourceManifest
 
 CHUNK_COLUMNS: tuple[str, ...] = tuple(Chunk.model_fields)
 

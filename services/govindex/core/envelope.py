@@ -15,8 +15,8 @@ from cloudevents.core.bindings import kafka as ce_kafka
 from cloudevents.core.v1.event import CloudEvent
 from pydantic import BaseModel
 
-from govindex import events
-from govindex.errors import InvalidEvent
+from govindex.core import events
+from govindex.core.errors import InvalidEvent
 
 SOURCE_URI_PREFIX = "/govindex/sources"
 
@@ -41,6 +41,22 @@ class KafkaRecord:
     key: bytes | None
     value: bytes
     headers: list[tuple[str, bytes]]
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A record as it came off a topic, with where it came from."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]]
+
+    @property
+    def origin(self) -> str:
+        return f"{self.topic}/{self.partition}/{self.offset}"
 
 
 def encode(
