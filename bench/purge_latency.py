@@ -16,8 +16,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from govindex.adapters.kafka import KafkaEventPublisher
-from govindex.adapters.postgres.pool import open_pool
-from govindex.adapters.postgres.store import PostgresSourceRegistry
 from govindex.core import events
 from govindex.core.envelope import encode_document_event
 from govindex.core.events import DocumentChanged, DocumentDeleted
@@ -27,6 +25,7 @@ from govindex.core.records import SourceManifest
 from govindex.core.settings import Settings
 from govindex.devstack.embedded import EmbeddedStack
 from govindex.runtime.bootstrap import prepare
+from govindex.runtime.composition import Runtime
 from govindex.runtime.workers import Workers
 
 DOCS, DELETES, DELETE_EVERY_S = 400, 120, 0.25
@@ -56,6 +55,7 @@ def change(doc: int, seq: int) -> object:
     )
 
 
+# Long: one benchmark run reads top to bottom (stack, load, deletions, figures).
 async def run(update_rate: float) -> None:
     configure_logging(level="WARNING", json_output=True)
     root = Path(tempfile.mkdtemp(prefix="govindex-bench-"))
@@ -64,9 +64,9 @@ async def run(update_rate: float) -> None:
     assert settings.pg_dsn and settings.kafka_bootstrap
     try:
         await prepare(settings)
-        pool = open_pool(settings.pg_dsn)
-        await pool.open(wait=True)
-        await PostgresSourceRegistry(pool).register(
+        rt = await Runtime(settings).__aenter__()
+        pool = rt.pool
+        await rt.registry.register(
             SourceManifest.model_validate(
                 {
                     "source_id": SOURCE,
@@ -80,7 +80,7 @@ async def run(update_rate: float) -> None:
                 }
             )
         )
-        workers = Workers(settings)
+        workers = Workers(rt)
         await workers.start()
         producer = KafkaEventPublisher(settings.kafka_bootstrap)
         topic = settings.topics.documents
@@ -153,7 +153,7 @@ async def run(update_rate: float) -> None:
         )
         producer.close()
         await workers.stop()
-        await pool.close()
+        await rt.__aexit__(None, None, None)
     finally:
         stack.stop()
 

@@ -1,29 +1,45 @@
-"""Indexer handlers: plain async verbs over ports (DESIGN §2, §5)."""
+"""Indexer handlers: plain async verbs over ports (DESIGN §2, §5).
+
+`index_document` parses and stamps outside any transaction, then opens one document
+transaction: claim the event, read the document under its lock, decide (a pure function of
+`indexer.decisions`), execute the decision, announce it through the outbox. OpenSearch is
+written after the commit, from what Postgres now holds.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
 
 import structlog
-from pydantic import ValidationError
 
-from govindex.adapters.postgres.store import (
-    ApplyResult,
-    GraphEdge,
-    OutboxMessage,
-    TombstonePlan,
-    VersionPlan,
-)
 from govindex.core import events
 from govindex.core.envelope import Envelope, encode_document_event
 from govindex.core.errors import ContentUnavailable, InvalidEvent, SourceDisabled, UnknownSource
-from govindex.core.events import AccessRevoked, DocumentChanged, DocumentDeleted, DocumentIndexed
+from govindex.core.events import (
+    AccessRevoked,
+    DocumentChanged,
+    DocumentDeleted,
+    DocumentIndexed,
+    parse_payload,
+)
 from govindex.core.hashing import sha256_hex
+from govindex.core.ports import (
+    ApplyResult,
+    BlobStore,
+    ChunkStore,
+    DocumentKey,
+    GraphEdge,
+    OutboxMessage,
+    SearchIndex,
+    SourceRegistry,
+    TombstonePlan,
+    VersionPlan,
+)
 from govindex.core.records import Chunk, DeletionMode, SourceManifest
 from govindex.core.settings import Topics
+from indexer.decisions import Incoming, decide_change, decide_deletion
 from indexer.graph import extract_edges
 from indexer.parsers import parser_for
 from indexer.stamping import (
@@ -38,69 +54,15 @@ log = structlog.get_logger(__name__)
 CONSUMER = "indexer"
 
 
-class SourceRegistry(Protocol):
-    async def get(self, tenant_id: str, source_id: str) -> SourceManifest | None: ...
-
-
-class ChunkStore(Protocol):
-    async def apply_version(
-        self, plan: VersionPlan, announce: Callable[[ApplyResult], Sequence[OutboxMessage]]
-    ) -> ApplyResult: ...
-
-    async def record_tombstone(
-        self, plan: TombstonePlan, announce: Callable[[ApplyResult], Sequence[OutboxMessage]]
-    ) -> ApplyResult: ...
-
-    async def chunks_changed_by(
-        self, tenant_id: str, source_id: str, doc_id: str, sequence: int
-    ) -> list[Chunk]: ...
-
-    async def blob(self, content_hash: str) -> str | None: ...
-
-
-class SearchIndex(Protocol):
-    async def upsert(self, chunks: Sequence[Chunk], *, index: str | None = None) -> int: ...
-
-
 @dataclass(frozen=True)
 class IndexerPorts:
     registry: SourceRegistry
     store: ChunkStore
+    blobs: BlobStore
     index: SearchIndex
     topics: Topics
     generation: int
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
-
-
-def parse_payload(envelope: Envelope) -> DocumentChanged | DocumentDeleted:
-    """Validate the event type and payload; InvalidEvent says exactly what is wrong."""
-    if envelope.type not in events.DOCUMENT_EVENT_TYPES:
-        raise InvalidEvent(
-            f"unknown event type {envelope.type!r}; expected one of "
-            f"{', '.join(sorted(events.DOCUMENT_EVENT_TYPES))}"
-        )
-    model: type[DocumentChanged] | type[DocumentDeleted] = (
-        DocumentDeleted if envelope.type == events.DOCUMENT_DELETED else DocumentChanged
-    )
-    try:
-        payload = model.model_validate(envelope.data)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'data'}: {err['msg']}"
-            for err in exc.errors()
-        )
-        raise InvalidEvent(f"{envelope.type} payload is invalid: {problems}") from exc
-    tenant = envelope.extensions.get("tenantid")
-    if tenant is not None and str(tenant) != payload.tenant_id:
-        raise InvalidEvent(
-            f"tenantid extension {tenant!r} does not match payload tenant_id {payload.tenant_id!r}"
-        )
-    sequence = envelope.extensions.get("sequence")
-    if sequence is not None and str(sequence) != str(payload.sequence):
-        raise InvalidEvent(
-            f"sequence extension {sequence!r} does not match payload sequence {payload.sequence}"
-        )
-    return payload
 
 
 async def require_source(
@@ -139,10 +101,8 @@ async def index_document(envelope: Envelope, ports: IndexerPorts) -> ApplyResult
     else:
         result = await _apply_change(envelope, payload, manifest, ports, now)
     if result.outcome != "stale":
-        changed = await ports.store.chunks_changed_by(
-            payload.tenant_id, payload.source_id, payload.doc_id, payload.sequence
-        )
-        await ports.index.upsert(changed)
+        key = DocumentKey(payload.tenant_id, payload.source_id, payload.doc_id)
+        await ports.index.upsert(await ports.store.chunks_changed_by(key, payload.sequence))
     log.info(
         "document.applied",
         doc_key=payload.key,
@@ -153,17 +113,11 @@ async def index_document(envelope: Envelope, ports: IndexerPorts) -> ApplyResult
     return result
 
 
-async def _apply_change(
-    envelope: Envelope,
-    payload: DocumentChanged,
-    manifest: SourceManifest,
-    ports: IndexerPorts,
-    now: datetime,
-) -> ApplyResult:
+async def _content(payload: DocumentChanged, blobs: BlobStore) -> str:
     content = payload.content
     if content is None:
         assert payload.content_ref is not None
-        content = await ports.store.blob(payload.content_ref)
+        content = await blobs.blob(payload.content_ref)
         if content is None:
             raise ContentUnavailable(
                 f"claim-check blob {payload.content_ref} is not in Postgres; the producer must "
@@ -174,31 +128,39 @@ async def _apply_change(
             f"content does not match content_hash {payload.content_hash}; the event was "
             "altered or built wrongly"
         )
+    return content
+
+
+def plan_version(
+    payload: DocumentChanged,
+    content: str,
+    manifest: SourceManifest,
+    *,
+    generation: int,
+    now: datetime,
+) -> VersionPlan:
+    """Parse, chunk and stamp a new version (pure; fails with InvalidEvent or MissingAcl)."""
     parser = parser_for(manifest.parser, payload.path or payload.doc_id)
     parsed = parser.parse(content)
-    access = resolve_access(manifest, payload, parsed.frontmatter)
     valid_from, valid_to = resolve_validity(manifest, payload, parsed.frontmatter)
     ctx = StampContext(
         manifest=manifest,
         event=payload,
-        access=access,
+        access=resolve_access(manifest, payload, parsed.frontmatter),
         valid_from=valid_from,
         valid_to=valid_to,
         recorded_at=now,
         parser=parser.name,
         parser_version=parser.version,
-        index_generation=ports.generation,
+        index_generation=generation,
     )
     chunks = stamp_chunks(ctx, parsed.chunks)
-    title = payload.title or _title(parsed.frontmatter, chunks)
-    plan = VersionPlan(
-        consumer=CONSUMER,
-        event_id=envelope.id,
+    return VersionPlan(
         **payload.identity(),
         content_hash=payload.content_hash,
         content=content,
         media_type=payload.media_type,
-        title=title,
+        title=payload.title or _title(parsed.frontmatter, chunks),
         path=payload.path,
         metadata={**payload.metadata, **_scalar_metadata(parsed.frontmatter)},
         valid_from=valid_from,
@@ -215,23 +177,61 @@ async def _apply_change(
         ],
     )
 
-    def announce(result: ApplyResult) -> list[OutboxMessage]:
-        messages = [_receipt(envelope, payload, result, ports, now, payload.content_hash)]
-        if result.revoked:  # the purger evicts what was built for them
-            revoked = AccessRevoked(
-                **payload.identity(), principals=list(result.revoked), revoked_at=now
-            )
-            messages.append(
-                OutboxMessage(
-                    ports.topics.tombstones,
-                    encode_document_event(
-                        events.ACCESS_REVOKED, revoked, op=f"revoked:{payload.sequence}", time=now
-                    ),
-                )
-            )
-        return messages
 
-    return await ports.store.apply_version(plan, announce)
+async def _apply_change(
+    envelope: Envelope,
+    payload: DocumentChanged,
+    manifest: SourceManifest,
+    ports: IndexerPorts,
+    now: datetime,
+) -> ApplyResult:
+    content = await _content(payload, ports.blobs)
+    plan = plan_version(payload, content, manifest, generation=ports.generation, now=now)
+    incoming = Incoming(
+        sequence=plan.sequence,
+        content_hash=plan.content_hash,
+        parser=plan.parser,
+        parser_version=plan.parser_version,
+        acl=plan.chunks[0].acl if plan.chunks else (),
+        has_chunks=bool(plan.chunks),
+    )
+    async with ports.store.transaction() as tx:
+        claimed = await tx.claim(CONSUMER, envelope.id)
+        state = await tx.lock(plan.key) if claimed else None
+        decision = decide_change(claimed, state, incoming)
+        if decision.outcome in ("duplicate", "stale"):
+            return ApplyResult(decision.outcome)
+        if decision.lost_principals:
+            await tx.revoke_principals(plan.key, decision.lost_principals, plan.sequence)
+        if decision.keep_version is not None:
+            result = await tx.update_metadata(plan, decision.keep_version)
+        else:
+            result = await tx.insert_version(plan)
+        await tx.mark_active(plan, result.version_id)
+        result = ApplyResult(
+            result.outcome, result.version_id, result.chunk_count, decision.lost_principals
+        )
+        await tx.enqueue(_announce_change(envelope, payload, result, ports, now))
+    return result
+
+
+def _announce_change(
+    envelope: Envelope,
+    payload: DocumentChanged,
+    result: ApplyResult,
+    ports: IndexerPorts,
+    now: datetime,
+) -> list[OutboxMessage]:
+    messages = [_receipt(envelope, payload, result, ports, now, payload.content_hash)]
+    if result.revoked:  # the purger evicts what was built for them
+        revoked = AccessRevoked(
+            **payload.identity(), principals=list(result.revoked), revoked_at=now
+        )
+        record = encode_document_event(
+            events.ACCESS_REVOKED, revoked, op=f"revoked:{payload.sequence}", time=now
+        )
+        messages.append(OutboxMessage(ports.topics.tombstones, record))
+    return messages
 
 
 async def _record_deletion(
@@ -242,16 +242,20 @@ async def _record_deletion(
     now: datetime,
 ) -> ApplyResult:
     plan = TombstonePlan(
-        consumer=CONSUMER,
-        event_id=envelope.id,
         **payload.identity(),
+        event_id=envelope.id,
         reason=payload.reason,
         deletion_mode=_deletion_mode(manifest, payload),
         deleted_at=payload.deleted_at,
         recorded_at=now,
     )
-
-    def announce(result: ApplyResult) -> list[OutboxMessage]:
+    async with ports.store.transaction() as tx:
+        claimed = await tx.claim(CONSUMER, envelope.id)
+        state = await tx.lock(plan.key) if claimed else None
+        outcome = decide_deletion(claimed, state, plan.sequence)
+        if outcome != "tombstoned":
+            return ApplyResult(outcome)
+        result = await tx.record_tombstone(plan)
         forward = encode_document_event(
             events.DOCUMENT_DELETED,
             payload,
@@ -260,12 +264,13 @@ async def _record_deletion(
             event_id=envelope.id,
             extensions={"deletionmode": plan.deletion_mode},
         )
-        return [
-            OutboxMessage(ports.topics.tombstones, forward),
-            _receipt(envelope, payload, result, ports, now, None),
-        ]
-
-    return await ports.store.record_tombstone(plan, announce)
+        await tx.enqueue(
+            [
+                OutboxMessage(ports.topics.tombstones, forward),
+                _receipt(envelope, payload, result, ports, now, None),
+            ]
+        )
+    return result
 
 
 def _receipt(

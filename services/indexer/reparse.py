@@ -5,16 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 import structlog
 
-from govindex.adapters.opensearch import OpenSearchIndex
-from govindex.adapters.postgres.store import PostgresChunkStore, PostgresSourceRegistry
 from govindex.core.errors import PermanentError
 from govindex.core.events import DocumentChanged
-from govindex.core.records import Access
-from indexer.parsers import parser_for
+from govindex.core.ports import ChunkStore, SearchIndex, SourceRegistry, StoredVersion, VersionStore
+from govindex.core.records import Access, Chunk, SourceManifest
+from indexer.parsers import Parser, parser_for
 from indexer.stamping import StampContext, resolve_access, stamp_chunks
 
 log = structlog.get_logger(__name__)
@@ -30,9 +28,10 @@ class ReparseReport:
 
 async def reparse(
     *,
-    store: PostgresChunkStore,
-    registry: PostgresSourceRegistry,
-    index: OpenSearchIndex,
+    versions: VersionStore,
+    chunks: ChunkStore,
+    registry: SourceRegistry,
+    index: SearchIndex,
     source_id: str | None = None,
     parser_name: str | None = None,
     generation: int,
@@ -45,60 +44,64 @@ async def reparse(
     loses the replaced ones.
     """
     report = ReparseReport()
-    rows = await store.current_versions(source_id, parser_name)
+    rows = await versions.current_versions(source_id, parser_name)
     for done, row in enumerate(rows, start=1):
-        key = f"{row['tenant_id']}/{row['source_id']}/{row['doc_id']}"
+        key = f"{row.tenant_id}/{row.source_id}/{row.doc_id}"
         if progress:
             progress(done, len(rows), key)
-        manifest = await registry.get(row["tenant_id"], row["source_id"])
+        manifest = await registry.get(row.tenant_id, row.source_id)
         if manifest is None:
             report.failed.append((key, "source no longer registered"))
             continue
-        parser = parser_for(manifest.parser, row["path"] or row["doc_id"])
-        if (row["parser"], row["parser_version"]) == (parser.name, parser.version):
+        parser = parser_for(manifest.parser, row.path or row.doc_id)
+        if (row.parser, row.parser_version) == (parser.name, parser.version):
             report.unchanged += 1
             continue
         try:
-            chunks = await _restamp(store, row, manifest, parser, generation)
+            new = await _restamp(chunks, row, manifest, parser, generation)
         except PermanentError as exc:
             report.failed.append((key, str(exc)))
             continue
-        replaced = await store.replace_version_chunks(
-            row["version_id"], (row["parser"], row["parser_version"]), chunks
+        replaced = await versions.replace_version_chunks(
+            row.version_id, (row.parser, row.parser_version), new
         )
         if replaced is None:
             report.changed_meanwhile.append(key)
             continue
-        await index.upsert(chunks)
-        await index.delete_chunks(sorted(set(replaced) - {c.chunk_id for c in chunks}))
+        await index.upsert(new)
+        await index.delete_chunks(sorted(set(replaced) - {c.chunk_id for c in new}))
         report.reparsed.append(key)
         log.info(
             "document.reparsed",
             doc_key=key,
             parser=f"{parser.name}@{parser.version}",
-            chunks=len(chunks),
+            chunks=len(new),
             replaced=len(replaced),
         )
     return report
 
 
 async def _restamp(
-    store: PostgresChunkStore, row: dict[str, Any], manifest: Any, parser: Any, generation: int
-) -> list[Any]:
+    chunks: ChunkStore,
+    row: StoredVersion,
+    manifest: SourceManifest,
+    parser: Parser,
+    generation: int,
+) -> list[Chunk]:
     event = DocumentChanged(
-        tenant_id=row["tenant_id"],
-        source_id=row["source_id"],
-        doc_id=row["doc_id"],
-        source_version=row["source_version"],
-        sequence=row["sequence"],
-        observed_at=row["observed_at"],
-        content_hash=row["content_hash"],
-        content=row["content"],
-        media_type=row["media_type"],
-        path=row["path"],
+        tenant_id=row.tenant_id,
+        source_id=row.source_id,
+        doc_id=row.doc_id,
+        source_version=row.source_version,
+        sequence=row.sequence,
+        observed_at=row.observed_at,
+        content_hash=row.content_hash,
+        content=row.content,
+        media_type=row.media_type,
+        path=row.path,
     )
-    parsed = parser.parse(row["content"])
-    existing = await store.chunks_of_version(row["version_id"])
+    parsed = parser.parse(row.content)
+    existing = await chunks.chunks_of_version(row.version_id)
     if existing:  # keep the access the document was indexed with (it may have come from CDC)
         first = existing[0]
         access = Access(
@@ -113,13 +116,13 @@ async def _restamp(
         manifest=manifest,
         event=event,
         access=access,
-        valid_from=row["valid_from"],
-        valid_to=row["valid_to"],
-        recorded_at=row["recorded_at"],
+        valid_from=row.valid_from,
+        valid_to=row.valid_to,
+        recorded_at=row.recorded_at,
         parser=parser.name,
         parser_version=parser.version,
         index_generation=generation,
-        version_sequence=row["version_sequence"],
+        version_sequence=row.version_sequence,
     )
     now = datetime.now(UTC)
     return [c.model_copy(update={"indexed_at": now}) for c in stamp_chunks(ctx, parsed.chunks)]

@@ -173,6 +173,7 @@ class StampContext:
     version_sequence: int | None = None  # when re-stamping a stored version (reparse)
 
 
+# Long: every stamped field of a chunk in one constructor call (DESIGN §3).
 def stamp_chunks(ctx: StampContext, drafts: Sequence[ChunkDraft]) -> list[Chunk]:
     """Bind each draft to its source, version, span, time, access and structure."""
     event = ctx.event

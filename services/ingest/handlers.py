@@ -13,6 +13,7 @@ from govindex.core import events
 from govindex.core.envelope import KafkaRecord, encode_document_event
 from govindex.core.events import DocumentChanged, DocumentDeleted
 from govindex.core.hashing import sha256_hex
+from govindex.core.ports import BlobStore, EventPublisher, IngestState
 from govindex.core.records import SourceManifest
 from govindex.core.settings import Topics
 from ingest.sources import GitSnapshot, Skipped, SourceFile, decode_text
@@ -26,28 +27,9 @@ class Snapshot(Protocol):
     def read(self, files: Sequence[SourceFile]) -> Iterator[tuple[SourceFile, bytes]]: ...
 
 
-class IngestState(Protocol):
-    async def known(self, tenant_id: str, source_id: str) -> dict[str, str]: ...
-
-    async def reserve_sequences(
-        self, tenant_id: str, source_id: str, doc_ids: Sequence[str]
-    ) -> dict[str, int]: ...
-
-    async def record(self, tenant_id: str, source_id: str, seen: dict[str, str | None]) -> None: ...
-
-    async def raise_sequences(
-        self, tenant_id: str, source_id: str, at_least: dict[str, int]
-    ) -> None: ...
-
-
-class Publisher(Protocol):
-    def publish(self, topic: str, record: KafkaRecord) -> None: ...
-
-    def flush(self, timeout: float = 30.0) -> None: ...
-
-
-class BlobStore(Protocol):
-    async def put_blob(self, content_hash: str, content: str) -> None: ...
+# Events are sent in batches of this many and acknowledged together: a push of thousands
+# of files neither holds the event loop nor keeps every event's content in memory at once.
+PUBLISH_BATCH = 256
 
 
 @dataclass
@@ -82,7 +64,7 @@ async def ingest_snapshot(
     ctx: IngestContext,
     *,
     state: IngestState,
-    publisher: Publisher,
+    publisher: EventPublisher,
     blobs: BlobStore,
     progress: Callable[[int, int], None] | None = None,
 ) -> IngestReport:
@@ -92,59 +74,28 @@ async def ingest_snapshot(
     a force push and a missed change all converge to the snapshot. Fingerprints are recorded
     only after the broker acknowledged the events, so a crash re-emits rather than loses.
     """
-    manifest = ctx.manifest
-    tenant, source = manifest.tenant, manifest.source_id
+    tenant, source = ctx.manifest.tenant, ctx.manifest.source_id
     present = {f.doc_id: f for f in snapshot.files(ctx.include, ctx.exclude)}
     known = await state.known(tenant, source)
     report = IngestReport()
     changed = [f for doc_id, f in sorted(present.items()) if known.get(doc_id) != f.fingerprint]
     gone = sorted(set(known) - set(present))
     report.unchanged = len(present) - len(changed)
-    texts: list[tuple[SourceFile, str]] = []
-    for file, data in snapshot.read(changed):
-        text = decode_text(data, file.doc_id)
-        if isinstance(text, Skipped):
-            report.skipped.append(text)
-            log.warning("ingest.skipped", doc_id=file.doc_id, reason=text.reason)
-            continue
-        texts.append((file, text))
+    texts = _decode(snapshot, changed, report)
     sequences = await state.reserve_sequences(tenant, source, [f.doc_id for f, _ in texts] + gone)
     versions = ctx.versions([f for f, _ in texts])
+    emitter = _Emitter(publisher, ctx.topics.documents, len(texts) + len(gone), progress)
     seen: dict[str, str | None] = {}
-    total = len(texts) + len(gone)
-    for done, (file, text) in enumerate(texts, start=1):
+    for file, text in texts:
         op = "updated" if file.doc_id in known else "created"
-        content_hash = sha256_hex(text)
-        inline = len(text.encode()) <= ctx.inline_limit
-        if not inline:
-            await blobs.put_blob(content_hash, text)
-        source_version, observed_at = versions.get(
-            file.doc_id, (ctx.deletion_version, ctx.observed_at)
-        )
-        payload = DocumentChanged(
-            tenant_id=tenant,
-            source_id=source,
-            doc_id=file.doc_id,
-            source_version=source_version,
-            sequence=sequences[file.doc_id],
-            observed_at=observed_at,
-            content_hash=content_hash,
-            content=text if inline else None,
-            content_ref=None if inline else content_hash,
-            media_type="text/markdown"
-            if file.doc_id.endswith((".md", ".markdown"))
-            else "text/plain",
-            path=file.doc_id,
-        )
+        version = versions.get(file.doc_id, (ctx.deletion_version, ctx.observed_at))
+        payload = await _changed(ctx, file, text, sequences[file.doc_id], version, blobs)
         event_type = events.DOCUMENT_UPDATED if op == "updated" else events.DOCUMENT_CREATED
         # The previous fingerprint is part of the identity so A -> B -> A is three changes.
-        change = f"{op}:{known.get(file.doc_id, '')}"
-        publisher.publish(ctx.topics.documents, _record(event_type, payload, change))
+        await emitter.emit(_record(event_type, payload, f"{op}:{known.get(file.doc_id, '')}"))
         (report.updated if op == "updated" else report.created).append(file.doc_id)
         seen[file.doc_id] = file.fingerprint
-        if progress:
-            progress(done, total)
-    for done, doc_id in enumerate(gone, start=len(texts) + 1):
+    for doc_id in gone:
         deleted = DocumentDeleted(
             tenant_id=tenant,
             source_id=source,
@@ -153,16 +104,80 @@ async def ingest_snapshot(
             sequence=sequences[doc_id],
             deleted_at=ctx.observed_at,
         )
-        publisher.publish(
-            ctx.topics.documents, _record(events.DOCUMENT_DELETED, deleted, "deleted")
-        )
+        await emitter.emit(_record(events.DOCUMENT_DELETED, deleted, "deleted"))
         report.deleted.append(doc_id)
         seen[doc_id] = None
-        if progress:
-            progress(done, total)
-    publisher.flush()
     await state.record(tenant, source, seen)
     return report
+
+
+def _decode(
+    snapshot: Snapshot, changed: Sequence[SourceFile], report: IngestReport
+) -> list[tuple[SourceFile, str]]:
+    """The changed files' text; binary, non-UTF-8 and oversized files are skipped, said why."""
+    texts: list[tuple[SourceFile, str]] = []
+    for file, data in snapshot.read(changed):
+        text = decode_text(data, file.doc_id)
+        if isinstance(text, Skipped):
+            report.skipped.append(text)
+            log.warning("ingest.skipped", doc_id=file.doc_id, reason=text.reason)
+            continue
+        texts.append((file, text))
+    return texts
+
+
+async def _changed(
+    ctx: IngestContext,
+    file: SourceFile,
+    text: str,
+    sequence: int,
+    version: tuple[str, datetime],
+    blobs: BlobStore,
+) -> DocumentChanged:
+    """The payload of a create/update; content over the inline limit goes by claim check."""
+    content_hash = sha256_hex(text)
+    inline = len(text.encode()) <= ctx.inline_limit
+    if not inline:
+        await blobs.put_blob(content_hash, text)
+    source_version, observed_at = version
+    return DocumentChanged(
+        tenant_id=ctx.manifest.tenant,
+        source_id=ctx.manifest.source_id,
+        doc_id=file.doc_id,
+        source_version=source_version,
+        sequence=sequence,
+        observed_at=observed_at,
+        content_hash=content_hash,
+        content=text if inline else None,
+        content_ref=None if inline else content_hash,
+        media_type="text/markdown" if file.doc_id.endswith((".md", ".markdown")) else "text/plain",
+        path=file.doc_id,
+    )
+
+
+class _Emitter:
+    """Sends records in batches of PUBLISH_BATCH, waiting for the broker on each batch."""
+
+    def __init__(
+        self,
+        publisher: EventPublisher,
+        topic: str,
+        total: int,
+        progress: Callable[[int, int], None] | None,
+    ) -> None:
+        self._publisher, self._topic, self._total = publisher, topic, total
+        self._progress = progress
+        self._batch: list[KafkaRecord] = []
+        self._done = 0
+
+    async def emit(self, record: KafkaRecord) -> None:
+        self._batch.append(record)
+        self._done += 1
+        if len(self._batch) >= PUBLISH_BATCH or self._done == self._total:
+            await self._publisher.publish_many(self._topic, self._batch)
+            self._batch = []
+        if self._progress:
+            self._progress(self._done, self._total)
 
 
 def git_versions(snapshot: GitSnapshot) -> Versions:
@@ -198,7 +213,7 @@ async def delete_document(
     *,
     topics: Topics,
     state: IngestState,
-    publisher: Publisher,
+    publisher: EventPublisher,
     deleted_at: datetime,
     reason: str,
 ) -> int:
@@ -214,8 +229,7 @@ async def delete_document(
         deleted_at=deleted_at,
         reason=reason,
     )
-    publisher.publish(topics.documents, _record(events.DOCUMENT_DELETED, payload, "deleted"))
-    publisher.flush()
+    await publisher.publish(topics.documents, _record(events.DOCUMENT_DELETED, payload, "deleted"))
     await state.record(tenant, source, {doc_id: None})
     return sequence
 
@@ -226,7 +240,7 @@ async def delete_source(
     held: dict[str, int],
     topics: Topics,
     state: IngestState,
-    publisher: Publisher,
+    publisher: EventPublisher,
     deleted_at: datetime,
     reason: str,
 ) -> list[str]:
@@ -236,6 +250,7 @@ async def delete_source(
     doc_ids = sorted(held)
     await state.raise_sequences(tenant, source, held)
     sequences = await state.reserve_sequences(tenant, source, doc_ids)
+    records = []
     for doc_id in doc_ids:
         payload = DocumentDeleted(
             tenant_id=tenant,
@@ -246,7 +261,8 @@ async def delete_source(
             deleted_at=deleted_at,
             reason=reason,
         )
-        publisher.publish(topics.documents, _record(events.DOCUMENT_DELETED, payload, reason))
-    publisher.flush()
+        records.append(_record(events.DOCUMENT_DELETED, payload, reason))
+    for start in range(0, len(records), PUBLISH_BATCH):
+        await publisher.publish_many(topics.documents, records[start : start + PUBLISH_BATCH])
     await state.record(tenant, source, dict.fromkeys(doc_ids))
     return doc_ids

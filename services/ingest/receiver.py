@@ -19,19 +19,22 @@ from typing import Any
 
 import structlog
 from aiohttp import web
-from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from govindex.adapters.postgres.ingest_state import PostgresIngestState
-from govindex.adapters.postgres.lineage import PostgresLineage
-from govindex.adapters.postgres.store import PostgresChunkStore, PostgresSourceRegistry, transaction
 from govindex.core.hashing import sha256_hex
+from govindex.core.ports import (
+    BlobStore,
+    ConnectorState,
+    Deliveries,
+    EventPublisher,
+    LineageRegistry,
+    SourceCatalog,
+)
 from govindex.core.records import Slug, SourceManifest
 from govindex.core.settings import Topics
 from ingest.handlers import (
     IngestContext,
     IngestReport,
-    Publisher,
     Versions,
     git_versions,
     ingest_snapshot,
@@ -55,8 +58,12 @@ class EmptySnapshot:
 
 @dataclass
 class ReceiverPorts:
-    pool: AsyncConnectionPool
-    publisher: Publisher
+    sources: SourceCatalog
+    state: ConnectorState
+    blobs: BlobStore
+    deliveries: Deliveries
+    lineage: LineageRegistry
+    publisher: EventPublisher
     topics: Topics
     mirrors: Path
     inline_limit: int
@@ -76,7 +83,7 @@ async def sync_source(manifest: SourceManifest, ports: ReceiverPorts) -> IngestR
     mirror = GitMirror(ports.mirrors, manifest.source_id, git.remote_url)
     await asyncio.to_thread(mirror.fetch)
     head = await asyncio.to_thread(mirror.head, git.branch)
-    state = PostgresIngestState(ports.pool)
+    state = ports.state
     now = datetime.now(UTC)
     snapshot: Any
     versions: Versions
@@ -98,7 +105,7 @@ async def sync_source(manifest: SourceManifest, ports: ReceiverPorts) -> IngestR
         exclude=tuple(git.exclude),
     )
     report = await ingest_snapshot(
-        snapshot, ctx, state=state, publisher=ports.publisher, blobs=PostgresChunkStore(ports.pool)
+        snapshot, ctx, state=state, publisher=ports.publisher, blobs=ports.blobs
     )
     await state.set_checkpoint(manifest.tenant, manifest.source_id, head or deletion_version)
     return report
@@ -134,31 +141,17 @@ async def reconcile_source(
                 text = decode_text(data, file.doc_id)
                 if isinstance(text, str):
                     tree[file.doc_id] = sha256_hex(text)
-        held, applied = await _held_by_index(ports.pool, manifest.source_id)
+        held, applied = await ports.sources.index_state(manifest.source_id)
         drift = Drift(
             missing_or_stale=sorted(d for d, h in tree.items() if held.get(d) != h),
             only_in_index=sorted(set(held) - set(tree)),
         )
-        state = PostgresIngestState(ports.pool)
+        state = ports.state
         await state.forget(manifest.tenant, manifest.source_id, drift.missing_or_stale)
         await state.assume_present(manifest.tenant, manifest.source_id, drift.only_in_index)
         await state.raise_sequences(manifest.tenant, manifest.source_id, applied)
         report = await sync_source(manifest, ports)
     return drift, report
-
-
-async def _held_by_index(
-    pool: AsyncConnectionPool, source_id: str
-) -> tuple[dict[str, str], dict[str, int]]:
-    """Content hashes of the active documents, and the last sequence applied to every one."""
-    async with transaction(pool) as conn:
-        cur = await conn.execute(
-            "SELECT doc_id, state, content_hash, last_sequence FROM documents WHERE source_id = %s",
-            (source_id,),
-        )
-        rows = await cur.fetchall()
-    held = {row[0]: row[2] for row in rows if row[1] == "active"}
-    return held, {row[0]: int(row[3]) for row in rows}
 
 
 async def handle_delivery(
@@ -169,64 +162,50 @@ async def handle_delivery(
         kind = event_kind(provider, headers) or "(none)"
         return 202, {"ignored": f"{provider} event {kind!r} is not indexed; only pushes are"}
     push = parse_push(provider, body, headers)
-    manifests = await PostgresSourceRegistry(ports.pool).find_by_repository(push.repository)
+    where = {"provider": provider, "delivery": push.delivery_id, "repository": push.repository}
+    manifests = await ports.sources.find_by_repository(push.repository)
     if not manifests:
-        log.info(
-            "webhook.ignored",
-            provider=provider,
-            delivery=push.delivery_id,
-            repository=push.repository,
-            reason="unknown repository",
-        )
+        log.info("webhook.ignored", **where, reason="unknown repository")
         return 202, {"ignored": f"repository {push.repository!r} is not a registered source"}
     verified = [m for m in manifests if _verifies(provider, m, body, headers)]
     if not verified:
-        log.warning(
-            "webhook.refused",
-            provider=provider,
-            delivery=push.delivery_id,
-            repository=push.repository,
-            reason="signature",
-        )
+        log.warning("webhook.refused", **where, reason="signature")
         raise WebhookRefused(401, "signature does not match the source's webhook secret")
     targets = [m for m in verified if m.git and m.git.branch == push.branch and m.enabled]
     if not targets:
-        log.info(
-            "webhook.ignored",
-            provider=provider,
-            delivery=push.delivery_id,
-            branch=push.branch,
-            reason="branch not indexed",
-        )
+        log.info("webhook.ignored", **where, branch=push.branch, reason="branch not indexed")
         return 202, {
             "ignored": f"ref of the push ({push.branch or 'not a branch'}) is not "
             "the indexed branch of any enabled source"
         }
-    if await _seen(ports.pool, provider, push.delivery_id):
+    if await ports.deliveries.seen(provider, push.delivery_id):
         return 200, {"duplicate": push.delivery_id}
     result: dict[str, Any] = {"delivery": push.delivery_id, "sources": {}}
     for manifest in targets:
         async with ports.lock(manifest.source_id):
             report = await sync_source(manifest, ports)
-        result["sources"][manifest.source_id] = {
-            "created": len(report.created),
-            "updated": len(report.updated),
-            "deleted": len(report.deleted),
-            "unchanged": report.unchanged,
-            "skipped": [{"doc_id": s.doc_id, "reason": s.reason} for s in report.skipped],
-        }
+        result["sources"][manifest.source_id] = summary = _summary(report)
         log.info(
             "webhook.synced",
             provider=provider,
             delivery=push.delivery_id,
             source=manifest.source_id,
-            created=len(report.created),
-            updated=len(report.updated),
-            deleted=len(report.deleted),
-            skipped=len(report.skipped),
+            **{k: v if isinstance(v, int) else len(v) for k, v in summary.items()},
         )
-    await _record(ports.pool, provider, push.delivery_id, ",".join(m.source_id for m in targets))
+    await ports.deliveries.record(
+        provider, push.delivery_id, ",".join(m.source_id for m in targets)
+    )
     return 200, result
+
+
+def _summary(report: IngestReport) -> dict[str, Any]:
+    return {
+        "created": len(report.created),
+        "updated": len(report.updated),
+        "deleted": len(report.deleted),
+        "unchanged": report.unchanged,
+        "skipped": [{"doc_id": s.doc_id, "reason": s.reason} for s in report.skipped],
+    }
 
 
 def _verifies(
@@ -247,24 +226,6 @@ def _verifies(
     except WebhookRefused:
         return False
     return True
-
-
-async def _seen(pool: AsyncConnectionPool, provider: str, delivery_id: str) -> bool:
-    async with transaction(pool) as conn:
-        cur = await conn.execute(
-            "SELECT 1 FROM webhook_deliveries WHERE provider = %s AND delivery_id = %s",
-            (provider, delivery_id),
-        )
-        return await cur.fetchone() is not None
-
-
-async def _record(pool: AsyncConnectionPool, provider: str, delivery_id: str, sources: str) -> None:
-    async with transaction(pool) as conn:
-        await conn.execute(
-            "INSERT INTO webhook_deliveries (provider, delivery_id, source_id, outcome) "
-            "VALUES (%s, %s, %s, 'synced') ON CONFLICT DO NOTHING",
-            (provider, delivery_id, sources),
-        )
 
 
 class DerivedArtifact(BaseModel):
@@ -299,7 +260,7 @@ def build_app(ports: ReceiverPorts) -> web.Application:
             body = DerivedArtifact.model_validate_json(await request.read())
         except ValidationError as exc:
             return web.json_response({"error": exc.errors(include_url=False)}, status=400)
-        await PostgresLineage(ports.pool).register_derived(
+        await ports.lineage.register_derived(
             body.kind,
             body.id,
             body.built_from,

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
 
 import structlog
-from pydantic import ValidationError
 
-from govindex.adapters.postgres.lineage import Invalidated
-from govindex.adapters.postgres.store import OutboxMessage, TombstoneRow
 from govindex.core import events
 from govindex.core.envelope import Envelope, encode, encode_document_event
 from govindex.core.errors import InvalidEvent, TransientError
@@ -22,68 +18,23 @@ from govindex.core.events import (
     DocumentDeleted,
     DocumentPurged,
     SinkResult,
+    parse_payload,
+    validate_data,
+)
+from govindex.core.ports import (
+    DocumentKey,
+    Invalidated,
+    Lineage,
+    OutboxMessage,
+    PurgeIndex,
+    PurgeStore,
+    TaggedCache,
+    TombstoneRow,
 )
 from govindex.core.records import DeletionMode
-from indexer.handlers import parse_payload
 
 log = structlog.get_logger(__name__)
 CONSUMER = "purger"
-
-
-class PurgeStore(Protocol):
-    async def tombstone(
-        self, tenant_id: str, source_id: str, doc_id: str, sequence: int
-    ) -> TombstoneRow | None: ...
-
-    async def purge_content(
-        self, tenant_id: str, source_id: str, doc_id: str, sequence: int
-    ) -> tuple[int, int]: ...
-
-    async def content_remaining(
-        self, tenant_id: str, source_id: str, doc_id: str, sequence: int
-    ) -> int: ...
-
-    async def complete(
-        self,
-        consumer: str,
-        event_id: str,
-        tombstone: TombstoneRow,
-        receipt: dict[str, Any],
-        announce: Sequence[OutboxMessage],
-    ) -> bool: ...
-
-    async def note_failure(self, tombstone: TombstoneRow, error: str) -> None: ...
-
-
-class PurgeIndex(Protocol):
-    async def delete_document(
-        self,
-        tenant_id: str,
-        source_id: str,
-        doc_id: str,
-        up_to_sequence: int,
-        chunk_ids: Sequence[str],
-    ) -> int: ...
-
-    async def count_document(
-        self, tenant_id: str, source_id: str, doc_id: str, up_to_sequence: int | None = None
-    ) -> int: ...
-
-
-class TaggedCache(Protocol):
-    async def evict_document(self, doc_key: str, chunk_ids: Sequence[str] = ()) -> int: ...
-
-    async def evict_for(self, doc_key: str, principals: Sequence[str]) -> int: ...
-
-    async def count_document(self, doc_key: str, chunk_ids: Sequence[str] = ()) -> int: ...
-
-
-class Lineage(Protocol):
-    async def invalidate(
-        self, tenant_id: str, doc_key: str, chunk_ids: Sequence[str], reason: str
-    ) -> list[Invalidated]: ...
-
-    async def remaining(self, tenant_id: str, doc_key: str, chunk_ids: Sequence[str]) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -106,9 +57,7 @@ async def purge_document(envelope: Envelope, ports: PurgerPorts) -> DocumentPurg
     payload = parse_payload(envelope)
     if not isinstance(payload, DocumentDeleted):
         raise InvalidEvent(f"the tombstones topic only carries deletions, got {envelope.type}")
-    tombstone = await ports.store.tombstone(
-        payload.tenant_id, payload.source_id, payload.doc_id, payload.sequence
-    )
+    tombstone = await ports.store.tombstone(_key(payload), payload.sequence)
     if tombstone is None:
         raise InvalidEvent(
             f"no tombstone recorded for {payload.key} at sequence {payload.sequence}; "
@@ -161,8 +110,7 @@ async def purge_document(envelope: Envelope, ports: PurgerPorts) -> DocumentPurg
 async def _purge_sinks(
     payload: DocumentDeleted, tombstone: TombstoneRow, ports: PurgerPorts
 ) -> list[SinkResult]:
-    key = (payload.tenant_id, payload.source_id, payload.doc_id)
-    seq = payload.sequence
+    key, seq = _key(payload), payload.sequence
     if tombstone.deletion_mode != DeletionMode.TOMBSTONE_AND_PURGE.value:
         # History before the deletion stays queryable for as_of; nothing is removed.
         return [
@@ -181,10 +129,11 @@ async def _purge_sinks(
                 detail="deletion_mode tombstone: validity ended at deleted_at",
             ),
         ]
-    chunks_removed, versions_emptied = await ports.store.purge_content(*key, seq)
-    pg_left = await ports.store.content_remaining(*key, seq)
-    os_removed = await ports.index.delete_document(*key, seq, tombstone.chunk_ids)
-    os_left = await ports.index.count_document(*key, seq)
+    chunks_removed, versions_emptied = await ports.store.purge_content(key, seq)
+    pg_left = await ports.store.content_remaining(key, seq)
+    ids = (key.tenant_id, key.source_id, key.doc_id)
+    os_removed = await ports.index.delete_document(*ids, seq, tombstone.chunk_ids)
+    os_left = await ports.index.count_document(*ids, seq)
     if pg_left or os_left:
         raise TransientError(
             f"purge of {payload.key} left content behind (postgres rows: {pg_left}, "
@@ -269,6 +218,10 @@ def _invalidation(
     return OutboxMessage(ports.receipts_topic, record)
 
 
+def _key(payload: DocumentDeleted) -> DocumentKey:
+    return DocumentKey(payload.tenant_id, payload.source_id, payload.doc_id)
+
+
 async def on_tombstones_record(envelope: Envelope, ports: PurgerPorts) -> object:
     """The tombstones topic carries deletions and access revocations."""
     if envelope.type == events.ACCESS_REVOKED:
@@ -282,10 +235,7 @@ async def revoke_access(envelope: Envelope, ports: PurgerPorts) -> int:
     The index was already re-stamped by the indexer in the same transaction that emitted
     this event; eviction is idempotent, so a redelivery is harmless.
     """
-    try:
-        revoked = AccessRevoked.model_validate(envelope.data)
-    except ValidationError as exc:
-        raise InvalidEvent(f"access.revoked payload is invalid: {exc}") from exc
+    revoked = validate_data(AccessRevoked, envelope)
     evicted = 0
     if ports.cache is not None:
         evicted = await ports.cache.evict_for(revoked.key, revoked.principals)

@@ -8,11 +8,8 @@ from datetime import datetime
 
 import structlog
 
-from govindex.adapters.opensearch import OpenSearchIndex
-from govindex.adapters.postgres.lineage import PostgresLineage
-from govindex.adapters.postgres.store import PostgresPurgeStore
-from govindex.adapters.redis_cache import RedisTaggedCache
 from govindex.core.events import document_key
+from govindex.core.ports import Lineage, RetentionStore, SearchIndex, TaggedCache
 from govindex.core.records import SourceManifest
 
 log = structlog.get_logger(__name__)
@@ -29,10 +26,10 @@ class RetentionReport:
 async def enforce_retention(
     manifests: list[SourceManifest],
     *,
-    store: PostgresPurgeStore,
-    index: OpenSearchIndex,
-    lineage: PostgresLineage,
-    cache: RedisTaggedCache | None,
+    store: RetentionStore,
+    index: SearchIndex,
+    lineage: Lineage,
+    cache: TaggedCache | None,
     now: datetime,
 ) -> RetentionReport:
     """Postgres first (the gate), then every OpenSearch generation, caches and summaries."""
@@ -40,14 +37,14 @@ async def enforce_retention(
     for manifest in manifests:
         cutoff = now - manifest.history_retention
         for version in await store.expired_versions(manifest.tenant, manifest.source_id, cutoff):
-            key = document_key(manifest.tenant, manifest.source_id, version["doc_id"])
+            key = document_key(manifest.tenant, manifest.source_id, version.doc_id)
             receipt = {
                 "kind": "retention",
-                "superseded_at": version["superseded_at"].isoformat(),
+                "superseded_at": version.superseded_at.isoformat(),
                 "history_retention": str(manifest.history_retention),
                 "purged_at": now.isoformat(),
             }
-            chunk_ids = await store.purge_version(version["version_id"], receipt)
+            chunk_ids = await store.purge_version(version.version_id, receipt)
             await index.delete_chunks(chunk_ids)
             if cache is not None:
                 report.cache_entries += await cache.evict_chunks(chunk_ids)
@@ -61,12 +58,12 @@ async def enforce_retention(
                 whole_document=False,
             )
             report.summaries += len(invalidated)
-            report.versions.append(f"{key}@{version['version_sequence']}")
+            report.versions.append(f"{key}@{version.version_sequence}")
             report.chunks += len(chunk_ids)
             log.info(
                 "retention.purged",
                 doc_key=key,
-                version=version["version_sequence"],
+                version=version.version_sequence,
                 chunks=len(chunk_ids),
             )
     return report

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from psycopg_pool import AsyncConnectionPool
-
-from govindex.adapters.opensearch import OpenSearchIndex
-from govindex.adapters.postgres.lineage import PostgresLineage
-from govindex.adapters.postgres.store import transaction
-from govindex.adapters.redis_cache import RedisTaggedCache
 from govindex.core.errors import GovindexError
 from govindex.core.events import document_key
-from govindex.core.records import DeletionMode, SourceManifest
-from govindex.core.settings import Settings
+from govindex.core.ports import DocumentKey, Lineage, PurgeIndex, TaggedCache, TombstoneRow
+from govindex.core.records import DeletionMode
+
+
+class PurgeReadBack(Protocol):
+    async def latest_tombstone(self, key: DocumentKey) -> TombstoneRow | None: ...
+
+    async def remaining(
+        self, key: DocumentKey, sequence: int, *, current_only: bool
+    ) -> tuple[int, int]: ...
 
 
 @dataclass
@@ -29,68 +32,41 @@ class Verification:
 
 
 async def verify_purge(
-    settings: Settings, pool: AsyncConnectionPool, manifest: SourceManifest, doc_id: str
+    key: DocumentKey,
+    *,
+    store: PurgeReadBack,
+    index: PurgeIndex,
+    cache: TaggedCache | None,
+    lineage: Lineage,
 ) -> Verification:
-    tenant, source = manifest.tenant, manifest.source_id
-    async with transaction(pool) as conn:
-        cur = await conn.execute(
-            "SELECT sequence, deletion_mode, purge_state, chunk_ids FROM tombstones "
-            "WHERE tenant_id = %s AND source_id = %s AND doc_id = %s "
-            "ORDER BY sequence DESC LIMIT 1",
-            (tenant, source, doc_id),
-        )
-        row = await cur.fetchone()
-    if row is None:
-        raise GovindexError(f"{source}/{doc_id} has no recorded deletion")
-    sequence, mode, state, chunk_ids = int(row[0]), str(row[1]), str(row[2]), list(row[3])
-    report = Verification(sequence, mode, state)
-    key = document_key(tenant, source, doc_id)
+    """What each sink still holds of the latest deletion of a document.
+
+    Purge mode: nothing of versions ≤ the tombstone's sequence may remain. Tombstone mode
+    keeps history, so only what is still current counts.
+    """
+    tombstone = await store.latest_tombstone(key)
+    if tombstone is None:
+        raise GovindexError(f"{key.source_id}/{key.doc_id} has no recorded deletion")
+    sequence, mode = tombstone.sequence, tombstone.deletion_mode
+    report = Verification(sequence, mode, tombstone.purge_state)
     purge = mode == DeletionMode.TOMBSTONE_AND_PURGE.value
-    async with transaction(pool) as conn:
-        # Purged: nothing of versions <= sequence may remain; tombstone mode keeps history,
-        # so only what is still current counts.
-        cur = await conn.execute(
-            "SELECT count(*) FROM chunks WHERE tenant_id = %s AND source_id = %s "
-            "AND doc_id = %s AND version_sequence <= %s AND (%s OR superseded_at IS NULL)",
-            (tenant, source, doc_id, sequence, purge),
-        )
-        chunks_left = int((await cur.fetchone() or (0,))[0])
-        cur = await conn.execute(
-            "SELECT count(*) FROM document_versions WHERE tenant_id = %s AND source_id = %s "
-            "AND doc_id = %s AND version_sequence <= %s AND content IS NOT NULL",
-            (tenant, source, doc_id, sequence),
-        )
-        versions_left = int((await cur.fetchone() or (0,))[0]) if purge else 0
+    chunks_left, versions_left = await store.remaining(key, sequence, current_only=not purge)
     report.sinks.append(
         (
             "postgres",
-            chunks_left + versions_left,
+            chunks_left + (versions_left if purge else 0),
             "chunks and raw content" if purge else "current chunks",
         )
     )
-    assert settings.opensearch_url
-    index = OpenSearchIndex(settings.opensearch_url, settings.index_alias)
-    try:
-        os_left = (
-            await index.count_document(tenant, source, doc_id, sequence)
-            if purge
-            else (await index.count_current(tenant, source, doc_id))
-        )
-    finally:
-        await index.close()
+    ids = (key.tenant_id, key.source_id, key.doc_id)
+    os_left = (
+        await index.count_document(*ids, sequence) if purge else await index.count_current(*ids)
+    )
     report.sinks.append(("opensearch", os_left, "every generation"))
-    if settings.redis_url:
-        cache = RedisTaggedCache(settings.redis_url, settings.namespace)
-        try:
-            report.sinks.append(
-                (
-                    "redis",
-                    await cache.count_document(key, chunk_ids),
-                    "entries tagged with the document or its chunks",
-                )
-            )
-        finally:
-            await cache.close()
-    left = await PostgresLineage(pool).remaining(tenant, key, chunk_ids)
+    doc = document_key(*ids)
+    if cache is not None:
+        left = await cache.count_document(doc, tombstone.chunk_ids)
+        report.sinks.append(("redis", left, "entries tagged with the document or its chunks"))
+    left = await lineage.remaining(key.tenant_id, doc, tombstone.chunk_ids)
     report.sinks.append(("summaries", left, "stored summaries still holding text"))
     return report

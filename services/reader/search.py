@@ -12,9 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from govindex.adapters.opensearch import OpenSearchIndex
-from govindex.adapters.postgres.store import PostgresChunkStore
 from govindex.core.hashing import sha256_hex
+from govindex.core.ports import CandidateIndex, ChunkStore
 from govindex.core.records import Chunk
 
 
@@ -49,7 +48,7 @@ def admitted(chunk: Chunk, query: Query) -> bool:
     return sha256_hex(chunk.text) == chunk.content_hash
 
 
-async def search(query: Query, *, index: OpenSearchIndex, store: PostgresChunkStore) -> list[Hit]:
+async def search(query: Query, *, index: CandidateIndex, store: ChunkStore) -> list[Hit]:
     if not query.principals:
         return []
     candidates = await index.search(

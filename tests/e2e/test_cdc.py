@@ -12,8 +12,7 @@ from kafka import KafkaProducer
 
 from govindex.adapters.kafka import ensure_topics
 from govindex.core import events
-from tests.conftest import Pipeline, until
-from tests.e2e.test_invariants import query
+from tests.support.pipeline import Pipeline, query, until
 
 pytestmark = pytest.mark.e2e
 
@@ -146,6 +145,7 @@ async def test_row_inserts_updates_deletes_and_truncate_become_document_changes(
         cdc.producer.close()
 
 
+# Long: one scenario of real row changes whose steps depend on each other.
 async def _scenario(p: Pipeline, cdc: Cdc, source: str) -> None:
     await cdc.sql(DEBEZIUM_SHAPE)
 

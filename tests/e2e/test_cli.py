@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git
+from tests.support.pipeline import git
 
 pytestmark = pytest.mark.e2e
 
@@ -86,6 +86,7 @@ def wait_for(check: object, timeout: float = 60.0) -> None:
     raise AssertionError("condition not met in time")
 
 
+# Long: one operator session against one running stack, command after command.
 def test_operator_commands_work_against_a_running_stack(running: Path) -> None:
     cwd = running
     stack = json.loads((cwd / ".govindex" / "stack.json").read_text())

@@ -10,7 +10,7 @@ from kafka import KafkaProducer
 
 from govindex.core import events
 from govindex.core.hashing import sha256_hex
-from tests.conftest import Pipeline
+from tests.support.pipeline import Pipeline
 
 pytestmark = pytest.mark.e2e
 

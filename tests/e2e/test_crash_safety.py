@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import subprocess
@@ -14,49 +13,10 @@ from urllib.parse import urlparse
 
 import pytest
 
-from govindex.devstack.embedded import free_port
-from tests.conftest import Pipeline
+from tests.support.pipeline import Pipeline
+from tests.support.proxy import CuttableProxy
 
 pytestmark = pytest.mark.e2e
-
-
-class CuttableProxy:
-    """A loopback TCP proxy to a real server that the test can cut and restore."""
-
-    def __init__(self, target_host: str, target_port: int) -> None:
-        self.target = (target_host, target_port)
-        self.port = free_port()
-        self._server: asyncio.base_events.Server | None = None
-        self._pipes: set[asyncio.StreamWriter] = set()
-
-    async def start(self) -> None:
-        """Listen (again, after a cut) on the same port."""
-        self._server = await asyncio.start_server(
-            self._accept, "127.0.0.1", self.port, reuse_address=True
-        )
-
-    async def cut(self) -> None:
-        """Stop accepting and drop every open connection: the server is 'down'."""
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
-        for writer in list(self._pipes):
-            writer.close()
-        self._pipes.clear()
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection(*self.target)
-        self._pipes.update({writer, up_writer})
-
-        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-            with contextlib.suppress(ConnectionError, OSError):
-                while data := await src.read(65536):
-                    dst.write(data)
-                    await dst.drain()
-            dst.close()
-
-        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
 
 
 @pytest.fixture
@@ -96,6 +56,12 @@ async def test_indexer_killed_between_postgres_write_and_offset_commit_recovers_
     try:
         first = p.publish(p.change("c.md", 1, "# C\none\n"))
         await p.wait_processed(first, timeout=180)
+        # Postgres commits before OpenSearch is written: cut only once the first event is
+        # in both, so the cut falls between the sinks of the second one.
+        for _ in range(600):
+            if {d["sequence"] for d in p.os_chunks("c.md")} == {1}:
+                break
+            await asyncio.sleep(0.1)
         await proxy.cut()  # OpenSearch now unreachable for the worker
         second = p.publish(p.change("c.md", 2, "# C\ntwo\n## More\nthree\n"))
         await p.wait_processed(second, timeout=180)  # Postgres has it ...

@@ -6,38 +6,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from govindex.adapters.opensearch import OpenSearchIndex
-from govindex.adapters.postgres.store import PostgresChunkStore
 from govindex.runtime.bootstrap import rebuild_projection
 from govindex.runtime.deadletter import REASON_HEADER
-from reader.search import Query, search
-from tests.conftest import Pipeline, event_id_of, read_topic
+from tests.support.pipeline import V1, V2, Pipeline, event_id_of, query, read_topic
 
 pytestmark = pytest.mark.e2e
-
-V1 = "# Runbook\nRestart the api with the blue lever.\n## Rollback\nPull the red lever.\n"
-V2 = "# Runbook\nRestart the api with the green switch.\n## Rollback\nFlip it back.\n"
-
-
-async def query(
-    p: Pipeline,
-    text: str,
-    principals: tuple[str, ...] = ("group:eng",),
-    as_of: datetime | None = None,
-    purpose: str | None = None,
-) -> list[str]:
-    assert p.settings.opensearch_url
-    index = OpenSearchIndex(p.settings.opensearch_url, p.settings.index_alias)
-    await index.refresh()
-    try:
-        hits = await search(
-            Query(text, p.tenant, principals, purpose, as_of or datetime.now(UTC), 20),
-            index=index,
-            store=PostgresChunkStore(p.pool),
-        )
-    finally:
-        await index.close()
-    return [h.chunk.text for h in hits]
 
 
 async def test_create_update_delete_keeps_both_sinks_in_agreement_and_leaves_nothing(
@@ -129,12 +102,7 @@ async def test_late_update_after_delete_does_not_resurrect_the_document(
 
     # Long after the delete: a new OpenSearch generation has no memory of deleted versions,
     # so only the Postgres tombstone can stop the late update.
-    assert p.settings.opensearch_url
-    index = OpenSearchIndex(p.settings.opensearch_url, p.settings.index_alias)
-    try:
-        await rebuild_projection(p.settings, pool=p.pool, index=index)
-    finally:
-        await index.close()
+    await rebuild_projection(p.rt)
     late = p.publish(p.change("gone.md", 3, V2), p.change("gone.md", 4, V2, version="x"))
     await p.wait_processed(late)
     assert await p.pg_chunks("gone.md") == []

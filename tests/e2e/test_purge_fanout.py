@@ -11,11 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from govindex.adapters.postgres.lineage import PostgresLineage
-from govindex.adapters.redis_cache import RedisTaggedCache
-from tests.conftest import Pipeline, read_topic
-from tests.e2e.test_crash_safety import CuttableProxy
-from tests.e2e.test_invariants import V1, query
+from tests.support.pipeline import V1, Pipeline, query, read_topic
+from tests.support.proxy import CuttableProxy
 
 pytestmark = pytest.mark.e2e
 
@@ -38,6 +35,7 @@ def cli(p: Pipeline, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+# Long: every kind of copy is set up, then the one purge is checked in each.
 async def test_a_purge_evicts_tagged_cache_entries_and_invalidates_stored_summaries(
     pipeline: Pipeline,
 ) -> None:
@@ -47,42 +45,38 @@ async def test_a_purge_evicts_tagged_cache_entries_and_invalidates_stored_summar
     chunks = [r["chunk_id"] for r in await p.pg_chunks("run.md")]
     doc, other = f"{p.tenant}/{p.source}/run.md", f"{p.tenant}/{p.source}/keep.md"
     assert p.settings.redis_url
-    cache = RedisTaggedCache(p.settings.redis_url, p.settings.namespace)
-    lineage = PostgresLineage(p.pool)
-    try:
-        await cache.put(
-            "pack-1", "ctx with the blue lever", documents=[doc], principals=["group:eng"]
-        )
-        await cache.put("pack-2", "ctx from one chunk", documents=[], chunks=chunks[:1])
-        await cache.put("pack-3", "unrelated", documents=[other])
-        await lineage.register_derived(
-            "summary",
-            "s-1",
-            [doc],
-            "summaries/s-1",
-            tenant_id=p.tenant,
-            text="The blue lever restarts it.",
-        )
-        await lineage.register_derived(
-            "memory", "m-1", chunks[1:], "agent/m-1", tenant_id=p.tenant, text="Pull the red lever."
-        )
-        await lineage.register_derived(
-            "summary", "s-2", [other], "summaries/s-2", tenant_id=p.tenant, text="Kept."
-        )
+    cache = p.rt.cache
+    assert cache is not None
+    lineage = p.rt.lineage
+    await cache.put("pack-1", "ctx with the blue lever", documents=[doc], principals=["group:eng"])
+    await cache.put("pack-2", "ctx from one chunk", documents=[], chunks=chunks[:1])
+    await cache.put("pack-3", "unrelated", documents=[other])
+    await lineage.register_derived(
+        "summary",
+        "s-1",
+        [doc],
+        "summaries/s-1",
+        tenant_id=p.tenant,
+        text="The blue lever restarts it.",
+    )
+    await lineage.register_derived(
+        "memory", "m-1", chunks[1:], "agent/m-1", tenant_id=p.tenant, text="Pull the red lever."
+    )
+    await lineage.register_derived(
+        "summary", "s-2", [other], "summaries/s-2", tenant_id=p.tenant, text="Kept."
+    )
 
-        await p.wait_processed(p.publish(p.deletion("run.md", 2)))
-        receipt = await p.wait_purged("run.md", 2)
-        sinks = {s["sink"]: s for s in receipt["sinks"]}
-        assert sinks["redis"]["removed"] == 2 and sinks["summaries"]["removed"] == 2
-        assert all(s["verified"] and s["remaining"] == 0 for s in receipt["sinks"])
-        assert await cache.get("pack-1") is None and await cache.get("pack-2") is None
-        assert await cache.get("pack-3") == b"unrelated"
-        summary = await lineage.get(p.tenant, "summary", "s-1")
-        assert summary is not None and summary["status"] == "invalidated"
-        assert summary["text"] is None and "run.md" in str(summary["reason"])
-        assert (await lineage.get(p.tenant, "summary", "s-2") or {})["text"] == "Kept."
-    finally:
-        await cache.close()
+    await p.wait_processed(p.publish(p.deletion("run.md", 2)))
+    receipt = await p.wait_purged("run.md", 2)
+    sinks = {s["sink"]: s for s in receipt["sinks"]}
+    assert sinks["redis"]["removed"] == 2 and sinks["summaries"]["removed"] == 2
+    assert all(s["verified"] and s["remaining"] == 0 for s in receipt["sinks"])
+    assert await cache.get("pack-1") is None and await cache.get("pack-2") is None
+    assert await cache.get("pack-3") == b"unrelated"
+    summary = await lineage.get(p.tenant, "summary", "s-1")
+    assert summary is not None and summary["status"] == "invalidated"
+    assert summary["text"] is None and "run.md" in str(summary["reason"])
+    assert (await lineage.get(p.tenant, "summary", "s-2") or {})["text"] == "Kept."
     assert p.settings.kafka_bootstrap
     for _ in range(50):
         receipts = read_topic(p.settings.kafka_bootstrap, p.settings.topics.receipts)
@@ -129,6 +123,7 @@ async def test_verify_purge_fails_when_a_copy_survives(pipeline: Pipeline) -> No
     assert "LEFT opensearch" in done.stdout
 
 
+# Long: a real worker process, a cut, a failing purge, the recovery: one story.
 async def test_a_sink_that_is_down_is_retried_and_the_purge_completes_when_it_returns(
     pipeline: Pipeline,
     tmp_path: Path,
@@ -164,7 +159,12 @@ async def test_a_sink_that_is_down_is_retried_and_the_purge_completes_when_it_re
         stderr=subprocess.STDOUT,
     )
     try:
-        await asyncio.sleep(1.0)
+        # The worker reads the live generation through the proxy at start: cut only after.
+        for _ in range(600):
+            if b"workers.started" in log.read_bytes() or workers.poll() is not None:
+                break
+            await asyncio.sleep(0.1)
+        assert workers.poll() is None, log.read_text()
         await proxy.cut()  # OpenSearch goes down before the deletion arrives
         await p.wait_processed(p.publish(p.deletion("down.md", 2)), timeout=180)
         for _ in range(300):
@@ -207,23 +207,21 @@ async def test_a_principal_removed_from_the_acl_loses_every_version_and_its_cach
     )
     doc = f"{p.tenant}/{p.source}/acl.md"
     assert p.settings.redis_url
-    cache = RedisTaggedCache(p.settings.redis_url, p.settings.namespace)
-    try:
-        await cache.put("for-sre", "pack", documents=[doc], principals=["group:sre"])
-        await cache.put("for-eng", "pack", documents=[doc], principals=["group:eng"])
-        in_history = past + timedelta(days=1)
-        assert await query(p, "blue lever", principals=("group:sre",), as_of=in_history)
+    cache = p.rt.cache
+    assert cache is not None
+    await cache.put("for-sre", "pack", documents=[doc], principals=["group:sre"])
+    await cache.put("for-eng", "pack", documents=[doc], principals=["group:eng"])
+    in_history = past + timedelta(days=1)
+    assert await query(p, "blue lever", principals=("group:sre",), as_of=in_history)
 
-        # Same content, narrower ACL: a metadata-only update that revokes group:sre.
-        await p.wait_processed(p.publish(p.change("acl.md", 3, v2, acl=["group:eng"])))
-        for _ in range(100):
-            if await cache.get("for-sre") is None:
-                break
-            await asyncio.sleep(0.1)
-        assert await cache.get("for-sre") is None
-        assert await cache.get("for-eng") == b"pack"
-    finally:
-        await cache.close()
+    # Same content, narrower ACL: a metadata-only update that revokes group:sre.
+    await p.wait_processed(p.publish(p.change("acl.md", 3, v2, acl=["group:eng"])))
+    for _ in range(100):
+        if await cache.get("for-sre") is None:
+            break
+        await asyncio.sleep(0.1)
+    assert await cache.get("for-sre") is None
+    assert await cache.get("for-eng") == b"pack"
     assert await query(p, "blue", principals=("group:sre",)) == []
     assert await query(p, "blue lever", principals=("group:sre",), as_of=in_history) == []
     assert await query(p, "blue lever", principals=("group:eng",), as_of=in_history)
@@ -271,7 +269,7 @@ async def test_retention_purges_old_superseded_versions_and_keeps_the_current_on
         )
     )
     old_chunks = [r["chunk_id"] for r in await p.pg_chunks("r.md") if r["version_sequence"] == 1]
-    lineage = PostgresLineage(p.pool)
+    lineage = p.rt.lineage
     doc = f"{p.tenant}/{source}/r.md"
     await lineage.register_derived(
         "memory", "old", old_chunks, "m/old", tenant_id=p.tenant, text="turnip"
@@ -280,16 +278,14 @@ async def test_retention_purges_old_superseded_versions_and_keeps_the_current_on
         "summary", "doc", [doc], "s/doc", tenant_id=p.tenant, text="about r"
     )
     assert p.settings.redis_url
-    cache = RedisTaggedCache(p.settings.redis_url, p.settings.namespace)
-    try:
-        await cache.put("old-pack", "turnip", documents=[], chunks=old_chunks)
-        await cache.put("doc-pack", "swede", documents=[doc])
-        await asyncio.sleep(1.5)
-        done = cli(p, "retention", "--source", source)
-        assert await cache.get("old-pack") is None  # built from the expired version
-        assert await cache.get("doc-pack") == b"swede"  # about the document, still current
-    finally:
-        await cache.close()
+    cache = p.rt.cache
+    assert cache is not None
+    await cache.put("old-pack", "turnip", documents=[], chunks=old_chunks)
+    await cache.put("doc-pack", "swede", documents=[doc])
+    await asyncio.sleep(1.5)
+    done = cli(p, "retention", "--source", source)
+    assert await cache.get("old-pack") is None  # built from the expired version
+    assert await cache.get("doc-pack") == b"swede"  # about the document, still current
     assert done.returncode == 0, done.stderr
     assert "1 versions purged" in done.stdout and f"{doc}@1" in done.stdout
     assert "1 cache entries" in done.stdout
@@ -317,33 +313,31 @@ async def test_tombstone_mode_ends_the_document_now_keeps_history_and_drops_its_
     )
     doc = f"{p.tenant}/{source}/h.md"
     assert p.settings.redis_url
-    cache = RedisTaggedCache(p.settings.redis_url, p.settings.namespace)
-    lineage = PostgresLineage(p.pool)
-    try:
-        await cache.put("pack", "rutabaga", documents=[doc])
-        await lineage.register_derived(
-            "summary", "h", [doc], "s/h", tenant_id=p.tenant, text="rutabaga"
-        )
-        from govindex.core import events
-        from govindex.core.envelope import encode_document_event
-        from govindex.core.events import DocumentDeleted
+    cache = p.rt.cache
+    assert cache is not None
+    lineage = p.rt.lineage
+    await cache.put("pack", "rutabaga", documents=[doc])
+    await lineage.register_derived(
+        "summary", "h", [doc], "s/h", tenant_id=p.tenant, text="rutabaga"
+    )
+    from govindex.core import events
+    from govindex.core.envelope import encode_document_event
+    from govindex.core.events import DocumentDeleted
 
-        body = DocumentDeleted(
-            tenant_id=p.tenant,
-            source_id=source,
-            doc_id="h.md",
-            source_version="del2",
-            sequence=2,
-            deleted_at=datetime.now(UTC),
-        )
-        deleted = encode_document_event(events.DOCUMENT_DELETED, body, op="deleted")
-        await p.wait_processed(p.publish(deleted))
-        receipt = await p.wait_purged("h.md", 2)
-        assert receipt["deletion_mode"] == "tombstone"
-        assert await cache.get("pack") is None
-        assert (await lineage.get(p.tenant, "summary", "h") or {})["text"] is None
-    finally:
-        await cache.close()
+    body = DocumentDeleted(
+        tenant_id=p.tenant,
+        source_id=source,
+        doc_id="h.md",
+        source_version="del2",
+        sequence=2,
+        deleted_at=datetime.now(UTC),
+    )
+    deleted = encode_document_event(events.DOCUMENT_DELETED, body, op="deleted")
+    await p.wait_processed(p.publish(deleted))
+    receipt = await p.wait_purged("h.md", 2)
+    assert receipt["deletion_mode"] == "tombstone"
+    assert await cache.get("pack") is None
+    assert (await lineage.get(p.tenant, "summary", "h") or {})["text"] is None
     assert await query(p, "rutabaga") == []  # not current any more
     assert await query(p, "rutabaga", as_of=before + timedelta(days=1)) == [
         "# H\nhistoric rutabaga\n"

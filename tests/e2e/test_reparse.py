@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from govindex.adapters.opensearch import OpenSearchIndex
-from govindex.adapters.postgres.store import PostgresChunkStore, PostgresSourceRegistry
 from indexer.parsers.markdown import MarkdownParser
 from indexer.reparse import reparse
-from tests.conftest import Pipeline
+from tests.support.pipeline import Pipeline
 
 pytestmark = pytest.mark.e2e
 
@@ -38,20 +36,16 @@ async def test_reparse_replaces_chunks_of_outdated_versions_and_skips_the_rest(
             "AND doc_id = 'new.md'",
             (p.tenant,),
         )
-    assert p.settings.opensearch_url
-    index = OpenSearchIndex(p.settings.opensearch_url, p.settings.index_alias)
     seen: list[str] = []
-    try:
-        report = await reparse(
-            store=PostgresChunkStore(p.pool),
-            registry=PostgresSourceRegistry(p.pool),
-            index=index,
-            source_id=p.source,
-            generation=1,
-            progress=lambda done, total, key: seen.append(key),
-        )
-    finally:
-        await index.close()
+    report = await reparse(
+        versions=p.rt.versions,
+        chunks=p.rt.chunks,
+        registry=p.rt.registry,
+        index=p.rt.index,
+        source_id=p.source,
+        generation=1,
+        progress=lambda done, total, key: seen.append(key),
+    )
     assert report.reparsed == [f"{p.tenant}/{p.source}/old.md"]
     assert report.unchanged == 1 and not report.failed and len(seen) == 2
     after = await p.pg_chunks("old.md")

@@ -6,7 +6,7 @@ import pytest
 from opensearchpy import OpenSearch
 
 from govindex.runtime.bootstrap import prepare
-from tests.conftest import Pipeline
+from tests.support.pipeline import Pipeline
 
 pytestmark = pytest.mark.e2e
 

@@ -17,8 +17,7 @@ import pytest
 from govindex.core.hashing import sha256_hex
 from ingest import sources
 from ingest.app import WebhookServer
-from tests.conftest import Pipeline, git
-from tests.e2e.test_invariants import query
+from tests.support.pipeline import Pipeline, git, query, until
 
 pytestmark = pytest.mark.e2e
 
@@ -81,7 +80,7 @@ async def hooks(
             "webhook_secret_env": "GOVINDEX_TEST_HOOK_SECRET",
         },
     )
-    server = WebhookServer(pipeline.settings)
+    server = WebhookServer(pipeline.rt)
     url = await server.start()
     yield pipeline, remote, url
     await server.stop()
@@ -148,6 +147,7 @@ def gitlab_push(repo: str, before: str, after: str) -> dict[str, Any]:
     }
 
 
+# Long: one repository history (add, edit, rename, delete, force push, branch gone).
 async def test_pushes_keep_the_index_equal_to_the_branch_head(
     hooks: tuple[Pipeline, Remote, str],
 ) -> None:
@@ -213,9 +213,15 @@ async def test_pushes_keep_the_index_equal_to_the_branch_head(
     assert await p.active_documents(source) == remote.tree()
 
     # as_of an older commit's time returns that commit's content.
-    in_january = datetime(2025, 1, 15, tzinfo=UTC)
-    assert await query(p, "alpha", as_of=in_january) == ["# A\nalpha one\n"]
+    in_march = datetime(2025, 3, 15, tzinfo=UTC)
+    assert await query(p, "bravo", as_of=in_march) == ["# B\nbravo\n"]
+    assert await query(p, "bravo") == ["# B\nbravo, edited\n"]
     assert await query(p, "alpha") == ["# A\nalpha two\n"]
+    # a.md was deleted (push c) before it came back: once that deletion is purged, its old
+    # versions are gone from history too (tombstone_and_purge), January's included.
+    await until(lambda: _purges(p, "a.md"), lambda n: n >= 1, 60, "the purge of a.md")
+    in_january = datetime(2025, 1, 15, tzinfo=UTC)
+    assert await query(p, "alpha", as_of=in_january) == []
 
     # The branch is deleted: the source's documents follow the deletion policy.
     remote.git("checkout", "-q", "-b", "elsewhere")
@@ -224,6 +230,16 @@ async def test_pushes_keep_the_index_equal_to_the_branch_head(
     await p.wait_caught_up(source)
     assert await p.active_documents(source) == {}
     assert await query(p, "alpha bravo") == []
+
+
+async def _purges(p: Pipeline, doc_id: str) -> int:
+    async with p.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT count(*) FROM purge_receipts WHERE tenant_id = %s AND doc_id = %s",
+            (p.tenant, doc_id),
+        )
+        row = await cur.fetchone()
+    return int(row[0]) if row else 0
 
 
 async def test_bad_signatures_unknown_repositories_and_other_events(
@@ -275,25 +291,9 @@ async def test_reconcile_repairs_a_missed_webhook_and_a_lost_event(
     # Another producer put a document in the index at a high sequence the connector never saw.
     await p.wait_processed(p.publish(p.change("zzz.md", 50, "# Z\nparsnip\n", source=source)))
 
-    from govindex.adapters.kafka import KafkaEventPublisher
-    from govindex.adapters.postgres.store import PostgresSourceRegistry
-    from ingest.receiver import ReceiverPorts, reconcile_source
+    from ingest.app import reconcile
 
-    assert p.settings.kafka_bootstrap
-    publisher = KafkaEventPublisher(p.settings.kafka_bootstrap)
-    try:
-        ports = ReceiverPorts(
-            pool=p.pool,
-            publisher=publisher,
-            topics=p.settings.topics,
-            mirrors=p.settings.state_dir / "mirrors",
-            inline_limit=1 << 20,
-        )
-        manifest = await PostgresSourceRegistry(p.pool).find(source)
-        assert manifest is not None
-        drift, report = await reconcile_source(manifest, ports)
-    finally:
-        publisher.close()
+    _, drift, report = await reconcile(p.rt, source)
     assert drift.missing_or_stale == ["a.md", "c.md"]
     assert drift.only_in_index == ["b.md", "zzz.md"]
     assert (len(report.created), len(report.updated), len(report.deleted)) == (1, 1, 2)

@@ -8,7 +8,7 @@ import pytest
 
 from ingest import sources
 from ingest.sources import GitSnapshot, Skipped, SourceReadError, decode_text
-from tests.conftest import git
+from tests.support.pipeline import git
 
 pytestmark = pytest.mark.integration
 

@@ -16,16 +16,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from govindex.adapters.opensearch import OpenSearchIndex
-from govindex.adapters.postgres.pool import open_pool
-from govindex.adapters.postgres.store import PostgresChunkStore, PostgresSourceRegistry
 from govindex.core import events
 from govindex.core.envelope import decode, encode
 from govindex.core.events import DocumentChanged, DocumentDeleted
 from govindex.core.hashing import sha256_hex
 from govindex.core.settings import Settings
 from govindex.runtime.bootstrap import prepare
-from indexer.handlers import IndexerPorts, index_document
-from tests.conftest import manifest
+from govindex.runtime.composition import Runtime
+from indexer.app import indexer_ports
+from indexer.handlers import index_document
+from tests.support.builders import manifest
 
 pytestmark = pytest.mark.integration
 
@@ -86,20 +86,11 @@ def test_any_delivery_order_with_duplicates_ends_in_the_state_of_the_highest_seq
     settings: Settings,
     runner: asyncio.Runner,
 ) -> None:
-    assert settings.pg_dsn and settings.opensearch_url
     generation = runner.run(prepare(settings))
-    pool = open_pool(settings.pg_dsn)
-    runner.run(pool.open(wait=True))
-    index = OpenSearchIndex(settings.opensearch_url, settings.index_alias)
-    runner.run(PostgresSourceRegistry(pool).register(manifest("prop", "prop")))
-    store = PostgresChunkStore(pool)
-    ports = IndexerPorts(
-        registry=PostgresSourceRegistry(pool),
-        store=store,
-        index=index,
-        topics=settings.topics,
-        generation=generation,
-    )
+    rt = runner.run(Runtime(settings).__aenter__())
+    pool, index = rt.pool, rt.index
+    runner.run(rt.registry.register(manifest("prop", "prop")))
+    ports = indexer_ports(rt, generation)
 
     @settings_(
         max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -126,8 +117,7 @@ def test_any_delivery_order_with_duplicates_ends_in_the_state_of_the_highest_seq
     try:
         check()
     finally:
-        runner.run(index.close())
-        runner.run(pool.close())
+        runner.run(rt.__aexit__(None, None, None))
 
 
 settings_ = settings

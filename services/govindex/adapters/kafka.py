@@ -1,7 +1,9 @@
-"""Kafka adapters for operator tools and connectors (kafka-python, manual assignment).
+"""Synchronous Kafka clients (kafka-python) where a blocking client is the right tool.
 
-Workers consume through FastStream (see each service's app.py); these helpers produce from
-the CLI, create topics and read offsets without joining a consumer group.
+Topic creation at bootstrap, offset reads for `govindex status` (manual assignment, never a
+group join), and `KafkaEventPublisher`, the plain producer that tests and benchmarks use to
+play an outside producer. Workers and commands publish through the async publisher
+(`kafka_async`) and consume through FastStream (`faststream`).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ def ensure_topics(bootstrap: str, topics: Iterable[str], partitions: int) -> lis
 
 
 class KafkaEventPublisher:
-    """Synchronous producer for CLI commands and connectors: acks=all, idempotent keys."""
+    """A blocking producer (acks=all) for load generators and tests, never on an event loop."""
 
     def __init__(self, bootstrap: str) -> None:
         try:

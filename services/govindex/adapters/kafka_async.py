@@ -1,6 +1,9 @@
-"""Async Kafka producer for workers (outbox relay, dead letters): exact bytes and headers."""
+"""The async Kafka producer of every process (aiokafka): exact bytes and headers, acks=all."""
 
 from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
@@ -10,15 +13,23 @@ from govindex.core.errors import TransientError
 
 
 class AsyncKafkaPublisher:
-    def __init__(self, bootstrap: str) -> None:
+    """Implements EventPublisher. Sends never block the event loop: a large push of
+    thousands of events is sent as a batch and acknowledged together."""
+
+    def __init__(self, bootstrap: str, *, client_id: str = "govindex") -> None:
         self._producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap, acks="all", client_id="govindex-worker"
+            bootstrap_servers=bootstrap,
+            acks="all",
+            client_id=client_id,
+            max_request_size=8 * 1024 * 1024,
+            linger_ms=5,
         )
 
     async def start(self) -> None:
         try:
             await self._producer.start()
         except KafkaError as exc:
+            await self._producer.stop()
             raise TransientError(f"cannot reach Kafka: {exc}") from exc
 
     async def stop(self) -> None:
@@ -26,9 +37,20 @@ class AsyncKafkaPublisher:
 
     async def publish(self, topic: str, record: KafkaRecord) -> None:
         """Send and wait for the broker's acknowledgement."""
+        await self.publish_many(topic, [record])
+
+    async def publish_many(self, topic: str, records: Sequence[KafkaRecord]) -> None:
+        """Send every record, then wait until the broker acknowledged all of them.
+
+        Records with the same key keep their order (one partition, one producer).
+        """
         try:
-            await self._producer.send_and_wait(
-                topic, value=record.value, key=record.key, headers=record.headers
-            )
+            pending = [
+                await self._producer.send(
+                    topic, value=record.value, key=record.key, headers=record.headers
+                )
+                for record in records
+            ]
+            await asyncio.gather(*pending)
         except KafkaError as exc:
-            raise TransientError(f"Kafka did not take a record for {topic}: {exc}") from exc
+            raise TransientError(f"Kafka did not take the records for {topic}: {exc}") from exc

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import redis
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
@@ -28,6 +29,16 @@ def _chunk_tag(namespace: str, chunk_id: str) -> str:
 
 def _principal_tag(namespace: str, principal: str) -> str:
     return f"{PREFIX}:{namespace}:tag:principal:{principal}"
+
+
+def redis_version(url: str) -> str:
+    """The server's version, through one short synchronous connection (for status)."""
+    client = redis.Redis.from_url(url, socket_timeout=3)
+    try:
+        client.ping()
+        return str(client.info("server").get("redis_version", "?"))
+    finally:
+        client.close()
 
 
 class RedisTaggedCache:

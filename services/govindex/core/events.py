@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, overload
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
+from govindex.core.errors import InvalidEvent
 from govindex.core.records import Principal, Slug
+
+if TYPE_CHECKING:
+    from govindex.core.envelope import Envelope
 
 EVENT_PREFIX = "io.govindex"
 DOCUMENT_CREATED = f"{EVENT_PREFIX}.document.created.v1"
@@ -160,3 +164,64 @@ class AccessRevoked(_Payload):
 
 
 PAYLOAD_MODELS["access.revoked"] = AccessRevoked
+
+
+# One registry: every event type we produce or consume, and the model of its data.
+EVENT_MODELS: dict[str, type[BaseModel]] = {
+    DOCUMENT_CREATED: DocumentChanged,
+    DOCUMENT_UPDATED: DocumentChanged,
+    DOCUMENT_DELETED: DocumentDeleted,
+    DOCUMENT_INDEXED: DocumentIndexed,
+    DOCUMENT_PURGED: DocumentPurged,
+    ARTIFACT_INVALIDATED: ArtifactInvalidated,
+    ACCESS_REVOKED: AccessRevoked,
+}
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validate_data(model: type[M], envelope: Envelope) -> M:
+    """The event's data as `model`; InvalidEvent names every field that is wrong."""
+    try:
+        return model.model_validate(envelope.data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'data'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise InvalidEvent(f"{envelope.type} payload is invalid: {problems}") from exc
+
+
+@overload
+def parse_payload(envelope: Envelope) -> DocumentChanged | DocumentDeleted: ...
+
+
+@overload
+def parse_payload(envelope: Envelope, accept: frozenset[str]) -> BaseModel: ...
+
+
+def parse_payload(envelope: Envelope, accept: frozenset[str] = DOCUMENT_EVENT_TYPES) -> BaseModel:
+    """Validate an event's type (one of `accept`, the document events by default) and data.
+
+    For events about a document, the `tenantid` and `sequence` extensions must agree with
+    the data: a router or filter that reads only headers must see the truth.
+    """
+    if envelope.type not in accept:
+        raise InvalidEvent(
+            f"unknown event type {envelope.type!r}; expected one of {', '.join(sorted(accept))}"
+        )
+    payload = validate_data(EVENT_MODELS[envelope.type], envelope)
+    if isinstance(payload, _Payload):
+        tenant = envelope.extensions.get("tenantid")
+        if tenant is not None and str(tenant) != payload.tenant_id:
+            raise InvalidEvent(
+                f"tenantid extension {tenant!r} does not match payload tenant_id "
+                f"{payload.tenant_id!r}"
+            )
+        sequence = envelope.extensions.get("sequence")
+        if sequence is not None and str(sequence) != str(payload.sequence):
+            raise InvalidEvent(
+                f"sequence extension {sequence!r} does not match payload sequence "
+                f"{payload.sequence}"
+            )
+    return payload

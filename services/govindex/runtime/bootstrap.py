@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import structlog
-from psycopg_pool import AsyncConnectionPool
 
 from govindex.adapters.kafka import ensure_topics
-from govindex.adapters.opensearch import OpenSearchIndex, rebuild
-from govindex.adapters.postgres.pool import migrate, open_pool
-from govindex.adapters.postgres.store import PostgresChunkStore, transaction
+from govindex.adapters.opensearch import rebuild
+from govindex.adapters.postgres.pool import migrate
 from govindex.core.settings import Settings
+from govindex.runtime.composition import Runtime
 
 log = structlog.get_logger(__name__)
+
+
+async def prepare_servers(settings: Settings) -> None:
+    """Topics and migrations: what must exist before a Runtime can be used."""
+    servers = settings.servers()
+    created = ensure_topics(servers.kafka_bootstrap, settings.topics.all(), settings.partitions)
+    if created:
+        log.info("kafka.topics_created", topics=created)
+    await migrate(servers.pg_dsn)
 
 
 async def prepare(settings: Settings) -> int:
@@ -20,57 +28,20 @@ async def prepare(settings: Settings) -> int:
     The embedded broker and index keep nothing on disk: when the alias is missing or the
     index is empty while Postgres holds chunks, the projection is rebuilt from Postgres.
     """
-    assert settings.pg_dsn and settings.kafka_bootstrap and settings.opensearch_url
-    created = ensure_topics(settings.kafka_bootstrap, settings.topics.all(), settings.partitions)
-    if created:
-        log.info("kafka.topics_created", topics=created)
-    await migrate(settings.pg_dsn)
-    index = OpenSearchIndex(settings.opensearch_url, settings.index_alias)
-    pool = open_pool(settings.pg_dsn, max_size=2)
-    await pool.open(wait=True, timeout=30)
-    try:
-        await index.ensure_template()
-        live = await index.live_generation()
-        stored = await _stored_chunk_count(pool)
-        if live is not None and (stored == 0 or await index.count() > 0):
+    await prepare_servers(settings)
+    async with Runtime(settings, pool_size=2) as rt:
+        await rt.index.ensure_template()
+        live = await rt.index.live_generation()
+        stored = await rt.generations.stored_chunks()
+        if live is not None and (stored == 0 or await rt.index.count() > 0):
             return live
-        return await rebuild_projection(settings, pool=pool, index=index)
-    finally:
-        await index.close()
-        await pool.close()
+        return await rebuild_projection(rt)
 
 
-async def rebuild_projection(
-    settings: Settings, *, pool: AsyncConnectionPool, index: OpenSearchIndex
-) -> int:
+async def rebuild_projection(rt: Runtime) -> int:
     """Build a new generation from Postgres and switch the alias to it."""
-    async with transaction(pool) as conn:
-        cur = await conn.execute(
-            "SELECT coalesce(max(generation), 0) + 1 FROM index_generations WHERE alias = %s",
-            (settings.index_alias,),
-        )
-        row = await cur.fetchone()
-        generation = int(row[0]) if row else 1
-        await conn.execute(
-            "INSERT INTO index_generations (alias, generation, index_name, state) "
-            "VALUES (%s, %s, %s, 'building')",
-            (settings.index_alias, generation, index.index_name(generation)),
-        )
-    store = PostgresChunkStore(pool)
-    total = await rebuild(index, store.iter_all_chunks(), generation)
-    async with transaction(pool) as conn:
-        await conn.execute(
-            "UPDATE index_generations SET state = CASE WHEN generation = %s THEN 'live' "
-            "ELSE 'retired' END WHERE alias = %s",
-            (generation, settings.index_alias),
-        )
-        await conn.execute("UPDATE chunks SET index_generation = %s", (generation,))
+    generation = await rt.generations.begin(rt.index.index_name)
+    total = await rebuild(rt.index, rt.chunks.iter_all_chunks(), generation)
+    await rt.generations.go_live(generation)
     log.info("projection.rebuilt", generation=generation, chunks=total)
     return generation
-
-
-async def _stored_chunk_count(pool: AsyncConnectionPool) -> int:
-    async with transaction(pool) as conn:
-        cur = await conn.execute("SELECT count(*) FROM chunks")
-        row = await cur.fetchone()
-    return int(row[0]) if row else 0

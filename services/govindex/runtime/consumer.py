@@ -1,8 +1,8 @@
-"""How every worker consumes: decode, handle with retries, dead-letter what is permanent.
+"""How every worker handles a record: decode, handle with retries, dead-letter what is permanent.
 
-The offset is committed only when `process` returns (FastStream AckPolicy.NACK_ON_ERROR):
-a transient failure that outlasts the retry budget raises, FastStream seeks back, and the
-record is delivered again. Nothing healthy is dead-lettered; nothing bad is dropped silently.
+Nothing healthy is dead-lettered (transient errors are retried, then raised so the offset
+is not committed); nothing bad is dropped silently (permanent errors go to the dead-letter
+topic with the reason in headers, durably, before the handler returns).
 """
 
 from __future__ import annotations
@@ -11,20 +11,16 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
-from faststream import AckPolicy
-from faststream.kafka import KafkaBroker, KafkaMessage
 
-from govindex.core.envelope import Delivery, Envelope, KafkaRecord, decode
+from govindex.core.envelope import Delivery, Envelope, decode
 from govindex.core.errors import PermanentError
+from govindex.core.ports import EventPublisher
 from govindex.runtime.deadletter import dead_letter
 from govindex.runtime.retry import retry_transient
 
 log = structlog.get_logger(__name__)
 
 Handle = Callable[[Envelope], Awaitable[Any]]
-Publish = Callable[[str, KafkaRecord], Awaitable[None]]
-
-
 DeliveryHandle = Callable[[Delivery], Awaitable[Any]]
 
 
@@ -34,7 +30,7 @@ async def process(
     *,
     consumer: str,
     dead_letters_topic: str,
-    publish: Publish,
+    publisher: EventPublisher,
     raw: bool = False,
 ) -> None:
     """Handle one record; `raw` handlers take the Delivery itself (not a CloudEvent)."""
@@ -54,7 +50,7 @@ async def process(
         except PermanentError as error:
             record = dead_letter(delivery, error, consumer)
             await retry_transient(
-                lambda: publish(dead_letters_topic, record), what="dead-letter publish"
+                lambda: publisher.publish(dead_letters_topic, record), what="dead-letter publish"
             )
             log.warning("event.dead_lettered", reason=error.reason, error=str(error))
     finally:
@@ -63,49 +59,24 @@ async def process(
         )
 
 
-async def _keep_raw(message: Any) -> None:
-    """Decoder that decodes nothing: handlers read the raw record, so bad bytes never fail
-    inside FastStream (where they would be redelivered forever) but reach our dead letters."""
-    return None
-
-
-def subscribe(
-    broker: KafkaBroker,
-    *,
-    topic: str,
-    group_id: str,
-    consumer: str,
+def processor(
     handle: Handle | DeliveryHandle,
+    *,
+    consumer: str,
     dead_letters_topic: str,
-    publish: Publish,
+    publisher: EventPublisher,
     raw: bool = False,
-) -> None:
-    """Register a subscriber that runs `process` for every record of `topic`."""
+) -> Callable[[Delivery], Awaitable[None]]:
+    """`process` bound to one handler: what a subscriber calls for each record."""
 
-    async def on_record(body: Any, msg: KafkaMessage) -> None:
-        record: Any = msg.raw_message  # aiokafka ConsumerRecord (one record, not a batch)
-        delivery = Delivery(
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
-            key=record.key,
-            value=record.value,
-            headers=list(record.headers or []),
-        )
+    async def on_delivery(delivery: Delivery) -> None:
         await process(
             delivery,
             handle,
             consumer=consumer,
             dead_letters_topic=dead_letters_topic,
-            publish=publish,
+            publisher=publisher,
             raw=raw,
         )
 
-    on_record.__name__ = f"on_{consumer}_record"
-    broker.subscriber(
-        topic,
-        group_id=group_id,
-        ack_policy=AckPolicy.NACK_ON_ERROR,
-        auto_offset_reset="earliest",
-        decoder=_keep_raw,
-    )(on_record)
+    return on_delivery

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import psycopg
-
 from govindex.adapters.kafka import OffsetReader
+from govindex.adapters.opensearch import OpenSearchIndex
+from govindex.adapters.postgres.inspect import postgres_summary
+from govindex.adapters.redis_cache import redis_version
 from govindex.core.settings import Settings
 
 
@@ -30,43 +31,12 @@ async def collect_status(settings: Settings) -> dict[str, Any]:
 def _check_postgres(settings: Settings, report: dict[str, Any]) -> dict[str, Any]:
     assert settings.pg_dsn
     try:
-        with psycopg.connect(settings.pg_dsn, connect_timeout=3) as conn:
-            version = conn.execute("SHOW server_version").fetchone()
-            pending = conn.execute(
-                "SELECT tenant_id, source_id, doc_id, sequence, deletion_mode, recorded_at, "
-                " purge_attempts, purge_error FROM tombstones WHERE purge_state <> 'purged' "
-                "ORDER BY recorded_at"
-            ).fetchall()
-            outbox = conn.execute(
-                "SELECT count(*) FROM outbox WHERE published_at IS NULL"
-            ).fetchone()
-            counts = conn.execute(
-                "SELECT (SELECT count(*) FROM sources), (SELECT count(*) FROM documents "
-                "WHERE state = 'active'), (SELECT count(*) FROM chunks)"
-            ).fetchone()
-    except psycopg.Error as exc:
+        summary = postgres_summary(settings.pg_dsn)
+    except Exception as exc:  # any failure to read means "down", with the reason shown
         return {"address": settings.pg_dsn, "ok": False, "error": str(exc).strip()}
-    report["pending_purges"] = [
-        {
-            "doc": f"{r[0]}/{r[1]}/{r[2]}",
-            "sequence": r[3],
-            "mode": r[4],
-            "since": r[5],
-            "attempts": r[6],
-            "last_error": r[7],
-        }
-        for r in pending
-    ]
-    report["outbox_pending"] = outbox[0] if outbox else None
-    assert counts is not None
-    return {
-        "address": settings.pg_dsn,
-        "ok": True,
-        "version": version[0] if version else "?",
-        "sources": counts[0],
-        "active_documents": counts[1],
-        "chunks": counts[2],
-    }
+    report["pending_purges"] = summary.pop("pending_purges")
+    report["outbox_pending"] = summary.pop("outbox_pending")
+    return {"address": settings.pg_dsn, "ok": True, **summary}
 
 
 def _check_kafka(settings: Settings, report: dict[str, Any]) -> dict[str, Any]:
@@ -101,8 +71,6 @@ def _check_kafka(settings: Settings, report: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _check_opensearch(settings: Settings) -> dict[str, Any]:
-    from govindex.adapters.opensearch import OpenSearchIndex
-
     assert settings.opensearch_url
     index = OpenSearchIndex(settings.opensearch_url, settings.index_alias)
     try:
@@ -124,14 +92,9 @@ async def _check_opensearch(settings: Settings) -> dict[str, Any]:
 def _check_redis(settings: Settings) -> dict[str, Any]:
     if not settings.redis_url:
         return {"address": None, "ok": False, "error": "GOVINDEX_REDIS_URL is not set"}
-    import redis
-
     try:
-        client = redis.Redis.from_url(settings.redis_url, socket_timeout=3)
-        client.ping()
-        version = client.info("server").get("redis_version", "?")
-        client.close()
-    except redis.RedisError as exc:
+        version = redis_version(settings.redis_url)
+    except Exception as exc:
         return {"address": settings.redis_url, "ok": False, "error": str(exc)}
     return {"address": settings.redis_url, "ok": True, "version": version}
 

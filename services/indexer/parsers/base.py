@@ -125,6 +125,7 @@ def split_points(text: str, start: int, end: int, max_chars: int) -> list[int]:
     return cuts
 
 
+# Long: one pass over the segments; split, each part would need the whole pass state.
 def apply_size_policy(text: str, segments: list[Segment], policy: SizePolicy) -> list[Segment]:
     """Split what is too large, merge what is too small; linear in the number of segments."""
     children: dict[int, list[Segment]] = {}

@@ -109,6 +109,7 @@ class MarkdownParser:
     def __init__(self, policy: SizePolicy | None = None) -> None:
         self.policy = policy or SizePolicy()
 
+    # Long: one pass over the blocks; the heading stack and roles are its shared state.
     def parse(self, text: str) -> ParsedDocument:
         frontmatter, body_start = split_frontmatter(text)
         index = LineIndex(text)
@@ -198,6 +199,7 @@ class MarkdownParser:
             out.append(_Line(offset, line, inside))
         return out
 
+    # Long: the per-line block scanner; fences, tables and lists share its state.
     def _blocks(
         self,
         text: str,

@@ -1,28 +1,24 @@
-"""Postgres adapter for connector state: per-document sequences, fingerprints, checkpoints."""
+"""Connector state: per-document sequences and fingerprints, checkpoints, CDC positions."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from psycopg_pool import AsyncConnectionPool
-
-from govindex.adapters.postgres.store import transaction
+from govindex.adapters.postgres.tx import PostgresAdapter, transaction
 
 
-class PostgresIngestState:
-    def __init__(self, pool: AsyncConnectionPool) -> None:
-        self._pool = pool
+class PostgresIngestState(PostgresAdapter):
+    """Implements ConnectorState (and so IngestState) and CdcLedger."""
 
     async def known(self, tenant_id: str, source_id: str) -> dict[str, str]:
         """Documents the connector last saw present, with their fingerprints ('' when forgotten
         or never confirmed: such a document is emitted again on the next sync)."""
-        async with transaction(self._pool) as conn:
-            cur = await conn.execute(
-                "SELECT doc_id, coalesce(content_hash, '') FROM ingest_documents "
-                "WHERE tenant_id = %s AND source_id = %s AND NOT deleted",
-                (tenant_id, source_id),
-            )
-            return {row[0]: row[1] for row in await cur.fetchall()}
+        rows = await self._rows(
+            "SELECT doc_id, coalesce(content_hash, '') FROM ingest_documents "
+            "WHERE tenant_id = %s AND source_id = %s AND NOT deleted",
+            (tenant_id, source_id),
+        )
+        return {row[0]: row[1] for row in rows}
 
     async def reserve_sequences(
         self, tenant_id: str, source_id: str, doc_ids: Sequence[str]
@@ -43,75 +39,117 @@ class PostgresIngestState:
                     (tenant_id, source_id, doc_id),
                 )
                 row = await cur.fetchone()
-                assert row is not None
+                assert row is not None  # RETURNING of an upsert always yields the row
                 out[doc_id] = int(row[0])
         return out
 
     async def record(self, tenant_id: str, source_id: str, seen: dict[str, str | None]) -> None:
         """After the broker acknowledged the events: remember fingerprints (None = deleted)."""
-        async with transaction(self._pool) as conn:
-            for doc_id, fingerprint in seen.items():
-                await conn.execute(
-                    "UPDATE ingest_documents SET content_hash = %s, deleted = %s "
-                    "WHERE tenant_id = %s AND source_id = %s AND doc_id = %s",
-                    (fingerprint, fingerprint is None, tenant_id, source_id, doc_id),
-                )
+        await self._execute_many(
+            "UPDATE ingest_documents SET content_hash = %s, deleted = %s WHERE tenant_id = %s "
+            "AND source_id = %s AND doc_id = %s",
+            [(fp, fp is None, tenant_id, source_id, doc) for doc, fp in seen.items()],
+        )
 
     async def set_checkpoint(self, tenant_id: str, source_id: str, position: str) -> None:
-        async with transaction(self._pool) as conn:
-            await conn.execute(
-                "INSERT INTO ingest_checkpoints (tenant_id, source_id, position) "
-                "VALUES (%s, %s, %s) ON CONFLICT (tenant_id, source_id) DO UPDATE SET "
-                "position = EXCLUDED.position, updated_at = now()",
-                (tenant_id, source_id, position),
-            )
+        await self._execute(
+            "INSERT INTO ingest_checkpoints (tenant_id, source_id, position) "
+            "VALUES (%s, %s, %s) ON CONFLICT (tenant_id, source_id) DO UPDATE SET "
+            "position = EXCLUDED.position, updated_at = now()",
+            (tenant_id, source_id, position),
+        )
 
     async def forget(self, tenant_id: str, source_id: str, doc_ids: Sequence[str]) -> None:
         """Drop fingerprints so the next sync emits these documents again."""
-        async with transaction(self._pool) as conn:
-            await conn.execute(
-                "UPDATE ingest_documents SET content_hash = NULL WHERE tenant_id = %s "
-                "AND source_id = %s AND doc_id = ANY(%s)",
-                (tenant_id, source_id, list(doc_ids)),
-            )
+        await self._execute(
+            "UPDATE ingest_documents SET content_hash = NULL WHERE tenant_id = %s "
+            "AND source_id = %s AND doc_id = ANY(%s)",
+            (tenant_id, source_id, list(doc_ids)),
+        )
 
     async def assume_present(self, tenant_id: str, source_id: str, doc_ids: Sequence[str]) -> None:
         """Mark documents the index holds as known, so a sync that no longer finds them in the
         source emits their deletion."""
-        async with transaction(self._pool) as conn:
-            for doc_id in doc_ids:
-                await conn.execute(
-                    "INSERT INTO ingest_documents (tenant_id, source_id, doc_id, last_sequence, "
-                    " content_hash) VALUES (%s, %s, %s, 0, 'reconcile:held-by-index') "
-                    "ON CONFLICT (tenant_id, source_id, doc_id) DO UPDATE SET "
-                    " content_hash = coalesce(ingest_documents.content_hash, "
-                    " 'reconcile:held-by-index'), deleted = false",
-                    (tenant_id, source_id, doc_id),
-                )
+        await self._execute_many(
+            "INSERT INTO ingest_documents (tenant_id, source_id, doc_id, last_sequence, "
+            " content_hash) VALUES (%s, %s, %s, 0, 'reconcile:held-by-index') "
+            "ON CONFLICT (tenant_id, source_id, doc_id) DO UPDATE SET "
+            " content_hash = coalesce(ingest_documents.content_hash, "
+            " 'reconcile:held-by-index'), deleted = false",
+            [(tenant_id, source_id, doc_id) for doc_id in doc_ids],
+        )
 
     async def raise_sequences(
         self, tenant_id: str, source_id: str, at_least: dict[str, int]
     ) -> None:
         """Make the next sequence of each document exceed what the index already applied,
         so events emitted to repair the index are never stale."""
-        async with transaction(self._pool) as conn:
-            for doc_id, sequence in at_least.items():
-                await conn.execute(
-                    "INSERT INTO ingest_documents (tenant_id, source_id, doc_id, last_sequence) "
-                    "VALUES (%s, %s, %s, %s) ON CONFLICT (tenant_id, source_id, doc_id) DO UPDATE "
-                    "SET last_sequence = greatest(ingest_documents.last_sequence, "
-                    "EXCLUDED.last_sequence)",
-                    (tenant_id, source_id, doc_id, sequence),
-                )
+        await self._execute_many(
+            "INSERT INTO ingest_documents (tenant_id, source_id, doc_id, last_sequence) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT (tenant_id, source_id, doc_id) DO UPDATE "
+            "SET last_sequence = greatest(ingest_documents.last_sequence, "
+            "EXCLUDED.last_sequence)",
+            [(tenant_id, source_id, doc, sequence) for doc, sequence in at_least.items()],
+        )
 
     async def behind(self, source_id: str) -> int:
         """Documents whose last emitted sequence the index has not applied yet (0: caught up)."""
-        async with transaction(self._pool) as conn:
-            cur = await conn.execute(
-                "SELECT count(*) FROM ingest_documents i LEFT JOIN documents d USING "
-                "(tenant_id, source_id, doc_id) WHERE i.source_id = %s AND "
-                "coalesce(d.last_sequence, 0) < i.last_sequence",
-                (source_id,),
-            )
-            row = await cur.fetchone()
-        return int(row[0]) if row else 0
+        return await self._count(
+            "SELECT count(*) FROM ingest_documents i LEFT JOIN documents d USING "
+            "(tenant_id, source_id, doc_id) WHERE i.source_id = %s AND "
+            "coalesce(d.last_sequence, 0) < i.last_sequence",
+            (source_id,),
+        )
+
+    async def ledger(self, tenant_id: str, source_id: str, doc_id: str) -> tuple[int, bool]:
+        """(last sequence, deleted) the connector recorded for a document; (0, False) if none."""
+        row = await self._row(
+            "SELECT last_sequence, deleted FROM ingest_documents WHERE tenant_id = %s "
+            "AND source_id = %s AND doc_id = %s",
+            (tenant_id, source_id, doc_id),
+        )
+        return (int(row[0]), bool(row[1])) if row else (0, False)
+
+    async def record_position(
+        self, tenant_id: str, source_id: str, doc_id: str, sequence: int, *, deleted: bool
+    ) -> None:
+        """A CDC change was emitted at `sequence` (the source position); never moves back."""
+        await self._execute(
+            "INSERT INTO ingest_documents (tenant_id, source_id, doc_id, last_sequence, "
+            " content_hash, deleted) VALUES (%s, %s, %s, %s, 'cdc', %s) "
+            "ON CONFLICT (tenant_id, source_id, doc_id) DO UPDATE SET "
+            " last_sequence = greatest(ingest_documents.last_sequence, "
+            " EXCLUDED.last_sequence), deleted = CASE WHEN EXCLUDED.last_sequence >= "
+            " ingest_documents.last_sequence THEN EXCLUDED.deleted "
+            " ELSE ingest_documents.deleted END",
+            (tenant_id, source_id, doc_id, sequence, deleted),
+        )
+
+    async def live_documents(self, tenant_id: str, source_id: str, prefix: str) -> list[str]:
+        """Documents under `prefix` the connector last saw present."""
+        rows = await self._rows(
+            "SELECT doc_id FROM ingest_documents WHERE tenant_id = %s AND source_id = %s "
+            "AND NOT deleted AND starts_with(doc_id, %s) ORDER BY doc_id",
+            (tenant_id, source_id, prefix),
+        )
+        return [row[0] for row in rows]
+
+    async def record_truncate(self, tenant_id: str, source_id: str, sequence: int) -> None:
+        """The source's table was truncated at `sequence`; the mark never moves back."""
+        await self._execute(
+            "INSERT INTO ingest_checkpoints (tenant_id, source_id, position) "
+            "VALUES (%s, %s, %s) ON CONFLICT (tenant_id, source_id) DO UPDATE SET "
+            "position = EXCLUDED.position, updated_at = now() "
+            "WHERE CASE WHEN ingest_checkpoints.position LIKE 'truncated:%%' "
+            "THEN split_part(ingest_checkpoints.position, ':', 2)::bigint < %s ELSE true END",
+            (tenant_id, source_id, f"truncated:{sequence}", sequence),
+        )
+
+    async def truncated_at(self, tenant_id: str, source_id: str) -> int:
+        """The position of the source's last truncate, 0 if it never had one."""
+        row = await self._row(
+            "SELECT position FROM ingest_checkpoints WHERE tenant_id = %s AND source_id = %s "
+            "AND position LIKE 'truncated:%%'",
+            (tenant_id, source_id),
+        )
+        return int(str(row[0]).split(":", 1)[1]) if row else 0

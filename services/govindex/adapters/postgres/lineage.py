@@ -10,25 +10,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from psycopg_pool import AsyncConnectionPool
-
-from govindex.adapters.postgres.store import transaction
+from govindex.adapters.postgres.tx import PostgresAdapter
+from govindex.core.ports import Invalidated
 
 CHUNK_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
-@dataclass(frozen=True)
-class Invalidated:
-    kind: str
-    artifact_id: str
-    location: str
-
-
-class PostgresLineage:
-    def __init__(self, pool: AsyncConnectionPool) -> None:
-        self._pool = pool
+class PostgresLineage(PostgresAdapter):
+    """Implements Lineage and LineageRegistry."""
 
     async def register_derived(
         self,
@@ -43,17 +33,16 @@ class PostgresLineage:
         """Record (or re-record) an artifact and everything it was built from. Idempotent."""
         chunks = [ref for ref in built_from if CHUNK_ID.match(ref)]
         docs = [ref for ref in built_from if not CHUNK_ID.match(ref)]
-        async with transaction(self._pool) as conn:
-            await conn.execute(
-                "INSERT INTO derived_artifacts (tenant_id, kind, artifact_id, location, text, "
-                " built_from_docs, built_from_chunks) VALUES (%s, %s, %s, %s, %s, %s, %s) "
-                "ON CONFLICT (tenant_id, kind, artifact_id) DO UPDATE SET "
-                " location = EXCLUDED.location, text = EXCLUDED.text, "
-                " built_from_docs = EXCLUDED.built_from_docs, "
-                " built_from_chunks = EXCLUDED.built_from_chunks, status = 'valid', "
-                " reason = NULL, invalidated_at = NULL, registered_at = now()",
-                (tenant_id, kind, artifact_id, location, text, docs, chunks),
-            )
+        await self._execute(
+            "INSERT INTO derived_artifacts (tenant_id, kind, artifact_id, location, text, "
+            " built_from_docs, built_from_chunks) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+            "ON CONFLICT (tenant_id, kind, artifact_id) DO UPDATE SET "
+            " location = EXCLUDED.location, text = EXCLUDED.text, "
+            " built_from_docs = EXCLUDED.built_from_docs, "
+            " built_from_chunks = EXCLUDED.built_from_chunks, status = 'valid', "
+            " reason = NULL, invalidated_at = NULL, registered_at = now()",
+            (tenant_id, kind, artifact_id, location, text, docs, chunks),
+        )
 
     async def invalidate(
         self,
@@ -66,36 +55,30 @@ class PostgresLineage:
     ) -> list[Invalidated]:
         """Invalidate every valid artifact built from the document (unless only some of its
         chunks are going, `whole_document=False`) or from any of the chunks."""
-        async with transaction(self._pool) as conn:
-            cur = await conn.execute(
-                "UPDATE derived_artifacts SET status = 'invalidated', text = NULL, reason = %s, "
-                " invalidated_at = now() WHERE tenant_id = %s AND status = 'valid' AND "
-                " ((%s AND built_from_docs @> ARRAY[%s]) OR built_from_chunks && %s) "
-                "RETURNING kind, artifact_id, location",
-                (reason, tenant_id, whole_document, doc_key, list(chunk_ids)),
-            )
-            return [Invalidated(*row) for row in await cur.fetchall()]
+        rows = await self._rows(
+            "UPDATE derived_artifacts SET status = 'invalidated', text = NULL, reason = %s, "
+            " invalidated_at = now() WHERE tenant_id = %s AND status = 'valid' AND "
+            " ((%s AND built_from_docs @> ARRAY[%s]) OR built_from_chunks && %s) "
+            "RETURNING kind, artifact_id, location",
+            (reason, tenant_id, whole_document, doc_key, list(chunk_ids)),
+        )
+        return [Invalidated(*row) for row in rows]
 
     async def remaining(self, tenant_id: str, doc_key: str, chunk_ids: Sequence[str]) -> int:
         """Read-back: artifacts built from the document that still hold text."""
-        async with transaction(self._pool) as conn:
-            cur = await conn.execute(
-                "SELECT count(*) FROM derived_artifacts WHERE tenant_id = %s AND "
-                " (built_from_docs @> ARRAY[%s] OR built_from_chunks && %s) "
-                " AND (status = 'valid' OR text IS NOT NULL)",
-                (tenant_id, doc_key, list(chunk_ids)),
-            )
-            row = await cur.fetchone()
-        return int(row[0]) if row else 0
+        return await self._count(
+            "SELECT count(*) FROM derived_artifacts WHERE tenant_id = %s AND "
+            " (built_from_docs @> ARRAY[%s] OR built_from_chunks && %s) "
+            " AND (status = 'valid' OR text IS NOT NULL)",
+            (tenant_id, doc_key, list(chunk_ids)),
+        )
 
     async def get(self, tenant_id: str, kind: str, artifact_id: str) -> dict[str, object] | None:
-        async with transaction(self._pool) as conn:
-            cur = await conn.execute(
-                "SELECT status, text, reason, location FROM derived_artifacts WHERE "
-                "tenant_id = %s AND kind = %s AND artifact_id = %s",
-                (tenant_id, kind, artifact_id),
-            )
-            row = await cur.fetchone()
+        row = await self._row(
+            "SELECT status, text, reason, location FROM derived_artifacts WHERE "
+            "tenant_id = %s AND kind = %s AND artifact_id = %s",
+            (tenant_id, kind, artifact_id),
+        )
         if row is None:
             return None
         return {"status": row[0], "text": row[1], "reason": row[2], "location": row[3]}

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from importlib import resources
 
 import psycopg
 import structlog
+from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
 from govindex.core.errors import TransientError
@@ -55,3 +57,23 @@ async def migrate(dsn: str) -> list[str]:
 def open_pool(dsn: str, *, min_size: int = 1, max_size: int = 8) -> AsyncConnectionPool:
     """A pool that is not yet open; callers `await pool.open()` in their start-up."""
     return AsyncConnectionPool(dsn, min_size=min_size, max_size=max_size, open=False)
+
+
+def create_database(port: int, name: str, timeout: float = 30.0) -> str:
+    """Wait for a local server on `port` to accept connections, create database `name` if it
+    is missing, and return its DSN (the embedded stack's start-up)."""
+    admin = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with psycopg.connect(admin, connect_timeout=2, autocommit=True) as conn:
+                exists = conn.execute(
+                    "SELECT 1 FROM pg_database WHERE datname = %s", (name,)
+                ).fetchone()
+                if not exists:
+                    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            return f"postgresql://postgres@127.0.0.1:{port}/{name}"
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)

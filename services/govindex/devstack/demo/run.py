@@ -14,23 +14,17 @@ from importlib import resources
 from pathlib import Path
 from typing import TypeVar
 
-from govindex.adapters.kafka import KafkaEventPublisher
-from govindex.adapters.opensearch import OpenSearchIndex
-from govindex.adapters.postgres.ingest_state import PostgresIngestState
-from govindex.adapters.postgres.pool import open_pool
-from govindex.adapters.postgres.store import (
-    PostgresChunkStore,
-    PostgresPurgeStore,
-    PostgresSourceRegistry,
-)
 from govindex.core.manifests import load_manifests
+from govindex.core.records import SourceManifest
 from govindex.core.settings import Settings
 from govindex.devstack.embedded import EmbeddedStack
 from govindex.runtime.bootstrap import prepare
+from govindex.runtime.composition import Runtime
 from govindex.runtime.workers import Workers
-from ingest.handlers import IngestContext, delete_document, git_versions, ingest_snapshot
-from ingest.sources import DEFAULT_INCLUDE, GitSnapshot
-from reader.search import Query, search
+from ingest.app import delete_one, ingest_git
+from ingest.sources import GitSnapshot
+from reader.app import governed_query
+from reader.search import Query
 
 T = TypeVar("T")
 DEMO_USER = ("user:dana", "group:eng")
@@ -95,121 +89,102 @@ def _build_repo(root: Path) -> tuple[Path, list[str]]:
 
 
 async def _walkthrough(settings: Settings, root: Path) -> int:
-    assert settings.pg_dsn and settings.kafka_bootstrap and settings.opensearch_url
     generation = await prepare(settings)
-    workers = Workers(settings)
-    await workers.start()
-    pool = open_pool(settings.pg_dsn)
-    await pool.open(wait=True)
-    index = OpenSearchIndex(settings.opensearch_url, settings.index_alias)
-    publisher = KafkaEventPublisher(settings.kafka_bootstrap)
-    store = PostgresChunkStore(pool)
-    try:
-        print(f"2. Topics created, schema migrated, index generation {generation} live.")
-        manifest_dir = resources.files("govindex.devstack.demo") / "manifests"
-        with resources.as_file(manifest_dir / "handbook.yaml") as path:
-            (manifest,) = load_manifests([path])
-        await PostgresSourceRegistry(pool).register(manifest)
+    async with Runtime(settings) as rt:
+        workers = Workers(rt)
+        await workers.start()
+        try:
+            return await _steps(rt, root, generation)
+        finally:
+            await workers.stop()
+
+
+async def _steps(rt: Runtime, root: Path, generation: int) -> int:
+    print(f"2. Topics created, schema migrated, index generation {generation} live.")
+    manifest_dir = resources.files("govindex.devstack.demo") / "manifests"
+    with resources.as_file(manifest_dir / "handbook.yaml") as path:
+        (manifest,) = load_manifests([path])
+    await rt.registry.register(manifest)
+    print(
+        f"3. Registered source '{manifest.source_id}' (tenant {manifest.tenant}, default "
+        f"ACL {', '.join(manifest.default_acl or [])}, {manifest.deletion_mode.value})."
+    )
+    await _ingest_commits(rt, manifest, root)
+    await _queries(rt, manifest)
+    await _delete(rt, manifest)
+    print("\n7. Documents of source 'handbook':")
+    for row in await rt.chunks.documents(manifest.source_id):
         print(
-            f"3. Registered source '{manifest.source_id}' (tenant {manifest.tenant}, default "
-            f"ACL {', '.join(manifest.default_acl or [])}, {manifest.deletion_mode.value})."
+            f"   {row.doc_id:<28} {row.state:<8} seq {row.last_sequence}  "
+            f"{row.chunk_count} chunks  {row.source_version[:14]}"
         )
-        repo, shas = _build_repo(root)
-        state = PostgresIngestState(pool)
-        for n, sha in enumerate(shas, start=1):
-            snapshot = GitSnapshot(repo, sha)
-            ctx = IngestContext(
-                manifest=manifest,
-                topics=settings.topics,
-                versions=git_versions(snapshot),
-                observed_at=snapshot.committed_at,
-                deletion_version=snapshot.source_version,
-                inline_limit=settings.inline_content_limit,
-                include=DEFAULT_INCLUDE,
-                exclude=(),
-            )
-            report = await ingest_snapshot(
-                snapshot, ctx, state=state, publisher=publisher, blobs=store
-            )
-            await _until(lambda: _caught_up(state, manifest.source_id), "the indexer to catch up")
-            print(
-                f"4.{n} Ingested commit {sha[:10]} ({snapshot.committed_at:%Y-%m-%d}): "
-                f"{len(report.created)} created, {len(report.updated)} updated, "
-                f"{len(report.deleted)} deleted — indexed."
-            )
-        await index.refresh()
-        print("\n5. Governed queries as user:dana (group:eng):")
-        now = datetime.now(UTC)
-        march = datetime(2025, 3, 1, tzinfo=UTC)
-        for label, text, as_of in (
-            ("failover steps, now", "promote replica failover", now),
-            ("failover steps, as of 2025-03-01", "promote replica failover", march),
-            ("access policy, now", "production access", now),
-            ("access policy, as of 2025-03-01", "production access", march),
-            ("salary bands (ACL: group:hr only)", "salary bands", now),
-        ):
-            hits = await search(
-                Query(text, manifest.tenant, DEMO_USER, "support", as_of, 3),
-                index=index,
-                store=store,
-            )
-            print(f"   - {label}: {len(hits)} result(s)")
-            for hit in hits[:2]:
-                c = hit.chunk
-                body = [ln.strip() for ln in c.text.splitlines() if ln.strip()]
-                line = next((ln for ln in body if not ln.startswith("#")), body[0] if body else "")
-                print(
-                    f"       {c.locator} @ {c.source_version[:14]} "
-                    f"valid {c.valid_from:%Y-%m-%d}..{_day(c.valid_to)}: {line[:70]}"
-                )
-        hr = await search(
-            Query("salary bands", manifest.tenant, ("group:hr",), None, now, 3),
-            index=index,
-            store=store,
-        )
-        print(f"   - salary bands as group:hr: {len(hr)} result(s) (the ACL admits them)")
-        print("\n6. Deleting runbooks/cache-flush.md ...")
-        sequence = await delete_document(
-            manifest,
-            "runbooks/cache-flush.md",
-            topics=settings.topics,
-            state=state,
-            publisher=publisher,
-            deleted_at=datetime.now(UTC),
-            reason="retired runbook",
-        )
-        purges = PostgresPurgeStore(pool)
-        receipt = await _until(
-            lambda: purges.receipt(manifest.tenant, "runbooks/cache-flush.md", sequence),
-            "the purge receipt",
-        )
-        for sink in receipt["sinks"]:
-            print(
-                f"   {sink['sink']:<10} removed {sink['removed']:>3}, remaining "
-                f"{sink['remaining']}, verified {sink['verified']}"
-            )
-        hits = await search(
-            Query("edge cache purge", manifest.tenant, DEMO_USER, None, now, 3),
-            index=index,
-            store=store,
-        )
-        print(f"   query 'edge cache purge' after the purge: {len(hits)} result(s)")
-        print("\n7. Documents of source 'handbook':")
-        for row in await store.documents(manifest.source_id):
-            print(
-                f"   {row.doc_id:<28} {row.state:<8} seq {row.last_sequence}  "
-                f"{row.chunk_count} chunks  {row.source_version[:14]}"
-            )
+    print(
+        "\nDemo complete: versions superseded with history kept, ACL enforced, "
+        "deletion purged and verified."
+    )
+    return 0
+
+
+async def _ingest_commits(rt: Runtime, manifest: SourceManifest, root: Path) -> None:
+    repo, shas = _build_repo(root)
+    for n, sha in enumerate(shas, start=1):
+        report, _ = await ingest_git(rt, manifest.source_id, repo, sha)
+        await _until(lambda: _caught_up(rt, manifest.source_id), "the indexer to catch up")
         print(
-            "\nDemo complete: versions superseded with history kept, ACL enforced, "
-            "deletion purged and verified."
+            f"4.{n} Ingested commit {sha[:10]} ({GitSnapshot(repo, sha).committed_at:%Y-%m-%d}):"
+            f" {len(report.created)} created, {len(report.updated)} updated, "
+            f"{len(report.deleted)} deleted — indexed."
         )
-        return 0
-    finally:
-        publisher.close()
-        await index.close()
-        await pool.close()
-        await workers.stop()
+
+
+async def _queries(rt: Runtime, manifest: SourceManifest) -> None:
+    await rt.index.refresh()
+    print("\n5. Governed queries as user:dana (group:eng):")
+    now = datetime.now(UTC)
+    march = datetime(2025, 3, 1, tzinfo=UTC)
+    for label, text, as_of in (
+        ("failover steps, now", "promote replica failover", now),
+        ("failover steps, as of 2025-03-01", "promote replica failover", march),
+        ("access policy, now", "production access", now),
+        ("access policy, as of 2025-03-01", "production access", march),
+        ("salary bands (ACL: group:hr only)", "salary bands", now),
+    ):
+        hits = await governed_query(
+            rt, Query(text, manifest.tenant, DEMO_USER, "support", as_of, 3)
+        )
+        print(f"   - {label}: {len(hits)} result(s)")
+        for hit in hits[:2]:
+            c = hit.chunk
+            body = [ln.strip() for ln in c.text.splitlines() if ln.strip()]
+            line = next((ln for ln in body if not ln.startswith("#")), body[0] if body else "")
+            print(
+                f"       {c.locator} @ {c.source_version[:14]} "
+                f"valid {c.valid_from:%Y-%m-%d}..{_day(c.valid_to)}: {line[:70]}"
+            )
+    hr = await governed_query(
+        rt, Query("salary bands", manifest.tenant, ("group:hr",), None, now, 3)
+    )
+    print(f"   - salary bands as group:hr: {len(hr)} result(s) (the ACL admits them)")
+
+
+async def _delete(rt: Runtime, manifest: SourceManifest) -> None:
+    print("\n6. Deleting runbooks/cache-flush.md ...")
+    _, sequence = await delete_one(
+        rt, manifest.source_id, "runbooks/cache-flush.md", "retired runbook"
+    )
+    receipt = await _until(
+        lambda: rt.purges.receipt(manifest.tenant, "runbooks/cache-flush.md", sequence),
+        "the purge receipt",
+    )
+    for sink in receipt["sinks"]:
+        print(
+            f"   {sink['sink']:<10} removed {sink['removed']:>3}, remaining "
+            f"{sink['remaining']}, verified {sink['verified']}"
+        )
+    hits = await governed_query(
+        rt, Query("edge cache purge", manifest.tenant, DEMO_USER, None, datetime.now(UTC), 3)
+    )
+    print(f"   query 'edge cache purge' after the purge: {len(hits)} result(s)")
 
 
 def _day(value: datetime | None) -> str:
@@ -226,5 +201,5 @@ async def _until(probe: Callable[[], Awaitable[T | None]], what: str, timeout: f
     raise TimeoutError(f"gave up after {timeout:.0f}s waiting for {what}")
 
 
-async def _caught_up(state: PostgresIngestState, source_id: str) -> bool:
-    return await state.behind(source_id) == 0
+async def _caught_up(rt: Runtime, source_id: str) -> bool:
+    return await rt.ingest_state.behind(source_id) == 0

@@ -1,0 +1,57 @@
+"""FastStream (aiokafka) consumers for the workers: one record at a time, manual acks.
+
+The offset is committed only when the handler returns (AckPolicy.NACK_ON_ERROR): a
+transient failure that outlasts the retry budget raises, FastStream seeks back, and the
+record is delivered again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from faststream import AckPolicy
+from faststream.kafka import KafkaBroker, KafkaMessage
+
+from govindex.core.envelope import Delivery
+
+OnDelivery = Callable[[Delivery], Awaitable[None]]
+Broker = KafkaBroker
+
+
+def new_broker(bootstrap: str, client_id: str) -> KafkaBroker:
+    return KafkaBroker(bootstrap, client_id=client_id, logger=None)
+
+
+async def _keep_raw(message: Any) -> None:
+    """Decoder that decodes nothing: handlers read the raw record, so bad bytes never fail
+    inside FastStream (where they would be redelivered forever) but reach our dead letters."""
+    return None
+
+
+def subscribe(
+    broker: KafkaBroker, *, topic: str, group_id: str, name: str, on_delivery: OnDelivery
+) -> None:
+    """Register a subscriber that hands every record of `topic` to `on_delivery`."""
+
+    async def on_record(body: Any, msg: KafkaMessage) -> None:
+        record: Any = msg.raw_message  # aiokafka ConsumerRecord (one record, not a batch)
+        await on_delivery(
+            Delivery(
+                topic=record.topic,
+                partition=record.partition,
+                offset=record.offset,
+                key=record.key,
+                value=record.value,
+                headers=list(record.headers or []),
+            )
+        )
+
+    on_record.__name__ = f"on_{name}_record"
+    broker.subscriber(
+        topic,
+        group_id=group_id,
+        ack_policy=AckPolicy.NACK_ON_ERROR,
+        auto_offset_reset="earliest",
+        decoder=_keep_raw,
+    )(on_record)

@@ -1,0 +1,50 @@
+"""Chunk rows: the one column list, and how chunks are written and read back."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, LiteralString
+
+from psycopg import AsyncConnection, sql
+from psycopg.rows import kwargs_row
+from psycopg_pool import AsyncConnectionPool
+
+from govindex.adapters.postgres.tx import connection
+from govindex.core.records import Chunk
+
+CHUNK_COLUMNS: tuple[str, ...] = tuple(Chunk.model_fields)
+
+
+def chunk_row(chunk: Chunk) -> list[Any]:
+    data = chunk.model_dump()
+    return [
+        list(data[name]) if isinstance(data[name], tuple) else data[name] for name in CHUNK_COLUMNS
+    ]
+
+
+async def insert_chunks(conn: AsyncConnection[Any], chunks: Sequence[Chunk]) -> None:
+    if not chunks:
+        return
+    insert = sql.SQL("INSERT INTO chunks ({}) VALUES ({})").format(
+        sql.SQL(", ").join(map(sql.Identifier, CHUNK_COLUMNS)),
+        sql.SQL(", ").join(sql.Placeholder() * len(CHUNK_COLUMNS)),
+    )
+    async with conn.cursor() as cur:
+        await cur.executemany(insert, [chunk_row(chunk) for chunk in chunks])
+
+
+async def select_chunks(
+    pool: AsyncConnectionPool, where: LiteralString, params: Sequence[Any]
+) -> list[Chunk]:
+    """Chunks matching `where` (a fixed clause; values only through `params`)."""
+    query = sql.SQL("SELECT {} FROM chunks ").format(
+        sql.SQL(", ").join(map(sql.Identifier, CHUNK_COLUMNS))
+    ) + sql.SQL(where)
+    async with connection(pool) as conn:
+        cur = conn.cursor(row_factory=kwargs_row(_chunk_from_row))
+        await cur.execute(query, params)
+        return await cur.fetchall()
+
+
+def _chunk_from_row(**row: Any) -> Chunk:
+    return Chunk.model_validate(row)

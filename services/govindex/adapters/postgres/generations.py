@@ -1,0 +1,44 @@
+"""Index generations: which OpenSearch index holds which build of the projection."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from psycopg_pool import AsyncConnectionPool
+
+from govindex.adapters.postgres.tx import PostgresAdapter, transaction
+
+
+class PostgresGenerations(PostgresAdapter):
+    def __init__(self, pool: AsyncConnectionPool, alias: str) -> None:
+        super().__init__(pool)
+        self._alias = alias
+
+    async def begin(self, index_name: Callable[[int], str]) -> int:
+        """Register the next generation as building; return its number."""
+        async with transaction(self._pool) as conn:
+            cur = await conn.execute(
+                "SELECT coalesce(max(generation), 0) + 1 FROM index_generations WHERE alias = %s",
+                (self._alias,),
+            )
+            row = await cur.fetchone()
+            generation = int(row[0]) if row else 1
+            await conn.execute(
+                "INSERT INTO index_generations (alias, generation, index_name, state) "
+                "VALUES (%s, %s, %s, 'building')",
+                (self._alias, generation, index_name(generation)),
+            )
+        return generation
+
+    async def go_live(self, generation: int) -> None:
+        """The generation becomes live, every other one retired; chunks say where they are."""
+        async with transaction(self._pool) as conn:
+            await conn.execute(
+                "UPDATE index_generations SET state = CASE WHEN generation = %s THEN 'live' "
+                "ELSE 'retired' END WHERE alias = %s",
+                (generation, self._alias),
+            )
+            await conn.execute("UPDATE chunks SET index_generation = %s", (generation,))
+
+    async def stored_chunks(self) -> int:
+        return await self._count("SELECT count(*) FROM chunks")

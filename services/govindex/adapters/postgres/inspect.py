@@ -1,0 +1,45 @@
+"""Read-only figures for `govindex status`: the server's version, counts, pending work."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+
+def postgres_summary(dsn: str) -> dict[str, Any]:
+    """One short synchronous connection (status must answer even when workers are down).
+
+    Raises psycopg.Error when the server cannot be reached; the caller reports it as down.
+    """
+    with psycopg.connect(dsn, connect_timeout=3) as conn:
+        version = conn.execute("SHOW server_version").fetchone()
+        pending = conn.execute(
+            "SELECT tenant_id, source_id, doc_id, sequence, deletion_mode, recorded_at, "
+            " purge_attempts, purge_error FROM tombstones WHERE purge_state <> 'purged' "
+            "ORDER BY recorded_at"
+        ).fetchall()
+        outbox = conn.execute("SELECT count(*) FROM outbox WHERE published_at IS NULL").fetchone()
+        counts = conn.execute(
+            "SELECT (SELECT count(*) FROM sources), (SELECT count(*) FROM documents "
+            "WHERE state = 'active'), (SELECT count(*) FROM chunks)"
+        ).fetchone()
+    assert counts is not None
+    return {
+        "version": version[0] if version else "?",
+        "sources": counts[0],
+        "active_documents": counts[1],
+        "chunks": counts[2],
+        "outbox_pending": outbox[0] if outbox else None,
+        "pending_purges": [
+            {
+                "doc": f"{r[0]}/{r[1]}/{r[2]}",
+                "sequence": r[3],
+                "mode": r[4],
+                "since": r[5],
+                "attempts": r[6],
+                "last_error": r[7],
+            }
+            for r in pending
+        ],
+    }

@@ -1,0 +1,116 @@
+"""`govindex reparse`, `reindex`, `schemas`: rebuild what is derived from stored content."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import Progress
+
+from govindex.cli.common import (
+    DEFAULT_DIR,
+    Failure,
+    LogLevel,
+    StateDir,
+    console,
+    err,
+    setup,
+    with_runtime,
+)
+from govindex.core.schemas import check_schemas, write_schemas
+from govindex.runtime.bootstrap import rebuild_projection
+from govindex.runtime.composition import Runtime
+from indexer.app import reparse_documents
+from indexer.reparse import ReparseReport
+from ingest.app import registered
+
+
+def reparse_command(
+    source: Annotated[
+        str | None, typer.Option("--source", metavar="ID", help="Only this source.")
+    ] = None,
+    parser: Annotated[
+        str | None,
+        typer.Option("--parser", metavar="NAME", help="Only versions cut by this parser."),
+    ] = None,
+    state_dir: StateDir = DEFAULT_DIR,
+    log_level: LogLevel = "WARNING",
+) -> int:
+    """Re-chunk stored content whose parser version changed.
+
+    Re-chunks the stored raw content of current versions (no re-fetch from the source)
+    whose parser or parser version differs from today's, and replaces their chunks in
+    Postgres and OpenSearch. Access, validity and sequences are kept. Documents already cut
+    by today's parser are skipped.
+
+        govindex reparse --source handbook
+        govindex reparse --parser markdown
+    """
+    settings = setup(state_dir, log_level)
+
+    async def run(rt: Runtime) -> ReparseReport:
+        if source:
+            await registered(rt, source, enabled=False)
+        if not err.is_terminal:
+            return await reparse_documents(rt, source_id=source, parser_name=parser)
+        with Progress(console=err, transient=True) as bar:
+            task = bar.add_task("reparsing", total=None)
+            return await reparse_documents(
+                rt,
+                source_id=source,
+                parser_name=parser,
+                progress=lambda done, total, key: bar.update(task, completed=done, total=total),
+            )
+
+    report = with_runtime(settings, run)
+    console.print(
+        f"reparsed {len(report.reparsed)}, unchanged {report.unchanged}, changed "
+        f"meanwhile {len(report.changed_meanwhile)}, failed {len(report.failed)}"
+    )
+    for key, reason in report.failed:
+        console.print(f"  failed {key}: {reason}")
+    return 1 if report.failed else 0
+
+
+def reindex_command(state_dir: StateDir = DEFAULT_DIR, log_level: LogLevel = "WARNING") -> int:
+    """Rebuild the OpenSearch projection from Postgres into a new generation.
+
+    Copies every stored chunk into a new index generation, then switches the alias to it.
+    Running workers keep stamping the generation they started with until restarted.
+    """
+    settings = setup(state_dir, log_level)
+
+    async def run(rt: Runtime) -> tuple[int, int]:
+        await rt.index.ensure_template()
+        generation = await rebuild_projection(rt)
+        return generation, await rt.index.count()
+
+    generation, count = with_runtime(settings, run)
+    console.print(
+        f"rebuilt {settings.index_alias} as generation {generation}: {count} chunks. "
+        "Running workers keep stamping the generation they started with until restarted."
+    )
+    return 0
+
+
+def schemas_command(
+    write: Annotated[bool, typer.Option("--write", help="Rewrite the schema files.")] = False,
+    folder: Annotated[Path, typer.Option("--dir", help="Where the schemas live.")] = Path(
+        "schemas"
+    ),
+) -> int:
+    """Check (or rewrite) the JSON Schemas in schemas/ against the pydantic models."""
+    if write:
+        for path in write_schemas(folder):
+            console.print(f"wrote {path}")
+        return 0
+    drift = check_schemas(folder)
+    if drift:
+        raise Failure(
+            "schemas drifted from the models: "
+            + ", ".join(drift)
+            + "; run `govindex schemas --write` and commit the result"
+        )
+    console.print(f"schemas in {folder}/ match the models")
+    return 0

@@ -1,0 +1,176 @@
+"""`govindex ingest git|path`, `reconcile`, `delete`: emit document events from a source."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+from govindex.cli.common import (
+    DEFAULT_DIR,
+    LogLevel,
+    SourceId,
+    StateDir,
+    console,
+    err,
+    setup,
+    with_runtime,
+)
+from ingest.app import Filters, delete_one, ingest_folder, ingest_git, reconcile
+from ingest.handlers import IngestReport
+
+app = typer.Typer(help="Emit document events from a local git repository or a folder.")
+
+Include = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--include",
+        metavar="GLOB",
+        help="Files to ingest (repeatable; default: *.md *.markdown *.txt).",
+        show_default=False,
+    ),
+]
+Exclude = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--exclude", metavar="GLOB", help="Files to leave out (repeatable).", show_default=False
+    ),
+]
+
+
+@contextmanager
+def progress_bar(what: str) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on a terminal's stderr; nothing when output is piped."""
+    if not err.is_terminal:
+        yield lambda done, total: None
+        return
+    columns = (
+        *Progress.get_default_columns()[:1],
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task(what, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+def _report(label: str, source_id: str, report: IngestReport) -> None:
+    console.print(
+        f"ingested {label} into source {source_id}: {len(report.created)} created, "
+        f"{len(report.updated)} updated, {len(report.deleted)} deleted, "
+        f"{report.unchanged} unchanged, {len(report.skipped)} skipped"
+    )
+    for skipped in report.skipped:
+        console.print(f"  skipped {skipped.doc_id}: {skipped.reason}")
+
+
+@app.command("git")
+def ingest_git_command(
+    repo: Annotated[Path, typer.Argument(metavar="REPO", help="A local git repository.")],
+    source: SourceId,
+    rev: Annotated[str, typer.Option(help="Revision to ingest.")] = "HEAD",
+    include: Include = None,
+    exclude: Exclude = None,
+    state_dir: StateDir = DEFAULT_DIR,
+    log_level: LogLevel = "WARNING",
+) -> int:
+    """Ingest a local git repository at a revision.
+
+    Emits created / updated / deleted events for what changed in REPO at REV since the
+    state last ingested for the source (the whole tree on the first run). source_version
+    is `git:<sha>` of the commit that last changed each file; observed_at its commit time.
+
+        govindex ingest git ./handbook --source handbook
+        govindex ingest git ./handbook --source handbook --rev v2 --exclude 'drafts/*'
+    """
+    settings = setup(state_dir, log_level)
+    filters = Filters(include or (), exclude or ())
+    with progress_bar("emitting events") as progress:
+        report, sha = with_runtime(
+            settings, lambda rt: ingest_git(rt, source, repo, rev, filters, progress)
+        )
+    _report(f"{repo} at {sha[:12]}", source, report)
+    return 0
+
+
+@app.command("path")
+def ingest_path_command(
+    folder: Annotated[Path, typer.Argument(metavar="DIR", help="A folder of documents.")],
+    source: SourceId,
+    include: Include = None,
+    exclude: Exclude = None,
+    state_dir: StateDir = DEFAULT_DIR,
+    log_level: LogLevel = "WARNING",
+) -> int:
+    """Ingest a plain folder (a file's version is the hash of its bytes).
+
+    govindex ingest path ./notes --source notes
+    """
+    settings = setup(state_dir, log_level)
+    filters = Filters(include or (), exclude or ())
+    with progress_bar("emitting events") as progress:
+        report = with_runtime(
+            settings, lambda rt: ingest_folder(rt, source, folder, filters, progress)
+        )
+    _report(str(folder), source, report)
+    return 0
+
+
+def reconcile_command(
+    source: SourceId, state_dir: StateDir = DEFAULT_DIR, log_level: LogLevel = "WARNING"
+) -> int:
+    """Make the index equal to a git source's branch head.
+
+    Fetches the source's mirror, compares the tree at the branch head with what the index
+    holds, and emits the missing creates, updates and deletes. The backstop for a missed
+    webhook: a file deleted in git never stays searchable. Needs the manifest's `git`
+    section (remote_url, branch).
+    """
+    settings = setup(state_dir, log_level)
+    manifest, drift, report = with_runtime(settings, lambda rt: reconcile(rt, source))
+    assert manifest.git is not None
+    console.print(
+        f"reconciled {source} with {manifest.git.branch}: "
+        f"{len(drift.missing_or_stale)} missing or stale in the index, "
+        f"{len(drift.only_in_index)} only in the index; emitted {len(report.created)} "
+        f"created, {len(report.updated)} updated, {len(report.deleted)} deleted"
+    )
+    for doc_id in drift.missing_or_stale + drift.only_in_index:
+        console.print(f"  {doc_id}")
+    return 0
+
+
+def delete_command(
+    source: SourceId,
+    doc: Annotated[str, typer.Option("--doc", metavar="DOC", help="Document id (its path).")],
+    reason: Annotated[
+        str, typer.Option(help="Why, kept in the tombstone.")
+    ] = "deleted_by_operator",
+    state_dir: StateDir = DEFAULT_DIR,
+    log_level: LogLevel = "WARNING",
+) -> int:
+    """Emit a tombstone for one document.
+
+    Emits document.deleted for DOC at its next sequence. The indexer records the tombstone
+    (later or replayed updates with a lower sequence are dropped) and the purger removes
+    the content according to the source's deletion_mode.
+
+        govindex delete --source handbook --doc runbooks/old.md
+    """
+    settings = setup(state_dir, log_level)
+    manifest, sequence = with_runtime(settings, lambda rt: delete_one(rt, source, doc, reason))
+    console.print(
+        f"tombstone emitted for {source}/{doc} at sequence {sequence} "
+        f"(deletion_mode {manifest.deletion_mode.value}); "
+        f"check with `govindex documents --source {source}`"
+    )
+    return 0

@@ -1,0 +1,270 @@
+"""`govindex documents`, `status`, `query`, `chunk`: look at what the index holds."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from govindex.cli.common import (
+    DEFAULT_DIR,
+    Failure,
+    JsonLines,
+    LogLevel,
+    SourceId,
+    StateDir,
+    aware_datetime,
+    console,
+    print_table,
+    setup,
+    short_version,
+    when,
+    with_runtime,
+)
+from govindex.core.errors import InvalidEvent
+from govindex.core.hashing import sha256_hex
+from govindex.core.ports import DocumentRow
+from govindex.runtime.composition import Runtime
+from govindex.runtime.status import collect_status, render_status
+from indexer.parsers import ParsedDocument, Parser, parser_for
+from indexer.stamping import simhash64, token_estimate
+from ingest.app import registered
+from reader.app import governed_query
+from reader.search import Hit, Query, principals_of
+
+
+def documents_command(
+    source: SourceId,
+    json_lines: JsonLines = False,
+    state_dir: StateDir = DEFAULT_DIR,
+    log_level: LogLevel = "WARNING",
+) -> int:
+    """List the documents the index holds for a source.
+
+    Each document's id, state (active / deleted), current source_version and sequence,
+    chunk count, valid time and last indexed time.
+    """
+    settings = setup(state_dir, log_level)
+
+    async def rows(rt: Runtime) -> list[DocumentRow]:
+        await registered(rt, source, enabled=False)
+        return await rt.chunks.documents(source)
+
+    found = with_runtime(settings, rows)
+    if json_lines:
+        for row in found:
+            console.print(json.dumps(row.__dict__, default=str), soft_wrap=True)
+        return 0
+    if not found:
+        console.print(f"source {source} holds no documents yet")
+        return 0
+    print_table(
+        (
+            "DOC",
+            "STATE",
+            "SOURCE_VERSION",
+            "SEQ",
+            "CHUNKS",
+            "VALID_FROM",
+            "VALID_TO",
+            "LAST_INDEXED",
+        ),
+        (
+            (
+                r.doc_id,
+                r.state,
+                short_version(r.source_version),
+                str(r.last_sequence),
+                str(r.chunk_count),
+                when(r.valid_from),
+                when(r.valid_to) or "-",
+                when(r.last_indexed_at),
+            )
+            for r in found
+        ),
+    )
+    return 0
+
+
+def status_command(
+    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    state_dir: StateDir = DEFAULT_DIR,
+    log_level: LogLevel = "WARNING",
+) -> int:
+    """Show servers, topics with consumer lag, dead letters, the outbox and pending purges."""
+    settings = setup(state_dir, log_level)
+    report = asyncio.run(collect_status(settings))
+    if json_out:
+        console.print(json.dumps(report, default=str, indent=2), soft_wrap=True)
+    else:
+        console.print(render_status(report), soft_wrap=True)
+    return 0
+
+
+def query_command(
+    text: Annotated[str, typer.Argument(metavar="TEXT", help="What to search for.")],
+    tenant: Annotated[str, typer.Option(help="The caller's tenant.")],
+    principal: Annotated[
+        list[str],
+        typer.Option(
+            "--principal", metavar="P", help="A principal of the caller (repeat), e.g. group:sre."
+        ),
+    ],
+    purpose: Annotated[
+        str | None, typer.Option(help="Why the caller asks, e.g. incident-response.")
+    ] = None,
+    as_of: Annotated[
+        datetime | None,
+        typer.Option(
+            "--as-of",
+            metavar="ISO",
+            parser=aware_datetime,
+            help="Valid time to ask about, ISO 8601 with zone (default: now).",
+        ),
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="At most this many results.")] = 10,
+    json_lines: Annotated[
+        bool, typer.Option("--json", help="Full chunk records as JSON lines.")
+    ] = False,
+    state_dir: StateDir = DEFAULT_DIR,
+    log_level: LogLevel = "WARNING",
+) -> int:
+    """Search the governed index.
+
+    Returns only chunks of TENANT whose ACL admits one of the principals, allowed for the
+    purpose (if given) and valid at --as-of (default now). A superseded version is
+    returned for a time when it was the valid one.
+
+        govindex query "rollback" --tenant acme --principal group:sre --as-of 2025-03-01T00:00:00Z
+    """
+    settings = setup(state_dir, log_level)
+    query = Query(
+        text=text,
+        tenant_id=tenant,
+        principals=principals_of(principal),
+        purpose=purpose,
+        as_of=as_of or datetime.now(UTC),
+        limit=limit,
+    )
+    hits = with_runtime(settings, lambda rt: governed_query(rt, query))
+    if json_lines:
+        for hit in hits:
+            record = {"score": hit.score, **hit.chunk.model_dump(mode="json")}
+            console.print(json.dumps(record), soft_wrap=True)
+        return 0
+    _print_hits(query, hits)
+    return 0
+
+
+def chunk_command(
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="The file to cut.")],
+    parser: Annotated[
+        str, typer.Option(help="markdown, csv, python, yaml, json, hcl, text or auto.")
+    ] = "auto",
+    json_lines: Annotated[
+        bool, typer.Option("--json", help="Full chunk records as JSON lines.")
+    ] = False,
+) -> int:
+    """Show how a file would be cut into chunks (no servers needed).
+
+    Parses FILE locally and prints each chunk's kind, locator, span, heading path, labels,
+    token estimate and first line, or the full records as JSON lines. The parser comes
+    from --parser or, by default, from the file type.
+
+        govindex chunk runbooks/db-failover.md
+        govindex chunk infra/main.tf --json
+    """
+    try:
+        text = file.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise Failure(f"{file}: no such file") from None
+    except UnicodeDecodeError as exc:
+        raise Failure(f"{file} is not UTF-8 text ({exc.reason}); govindex skips it") from None
+    chosen = parser_for(parser, file.name)
+    try:
+        parsed = chosen.parse(text)
+    except InvalidEvent as exc:
+        raise Failure(f"{file}: {exc}") from None
+    if json_lines:
+        _print_chunk_records(file.as_posix(), chosen, parsed)
+    else:
+        _print_chunk_table(file.as_posix(), chosen, parsed)
+    return 0
+
+
+def _print_chunk_records(where: str, chosen: Parser, parsed: ParsedDocument) -> None:
+    for c in parsed.chunks:
+        record = c.as_json()
+        record.update(
+            parser=chosen.name,
+            parser_version=chosen.version,
+            locator=_locator(where, c.anchor, c.span.line_start, c.span.line_end),
+            content_hash=sha256_hex(c.text),
+            token_estimate=token_estimate(c.text),
+            simhash=simhash64(c.text),
+        )
+        console.print(json.dumps(record, ensure_ascii=False), soft_wrap=True)
+
+
+def _print_chunk_table(where: str, chosen: Parser, parsed: ParsedDocument) -> None:
+    console.print(
+        f"{where}: {len(parsed.chunks)} chunks by {chosen.name}@{chosen.version}"
+        + (f", frontmatter {sorted(parsed.frontmatter)}" if parsed.frontmatter else "")
+    )
+    print_table(
+        ("#", "KIND", "LOCATOR", "LINES", "CHARS", "TOKENS", "PARENT", "LABELS", "FIRST LINE"),
+        (
+            (
+                str(c.ordinal),
+                c.kind.value,
+                "#"
+                + _locator(where, c.anchor, c.span.line_start, c.span.line_end).split("#", 1)[1],
+                f"{c.span.line_start}-{c.span.line_end}",
+                f"{c.span.char_start}-{c.span.char_end}",
+                str(token_estimate(c.text)),
+                "-" if c.parent_ordinal is None else str(c.parent_ordinal),
+                ",".join(c.labels)[:32] or "-",
+                _first_line(c.text)[:50],
+            )
+            for c in parsed.chunks
+        ),
+    )
+
+
+def _print_hits(query: Query, hits: list[Hit]) -> None:
+    console.print(
+        f"{len(hits)} result(s) for {query.text!r} as of {when(query.as_of)} "
+        f"(tenant {query.tenant_id}, principals {', '.join(query.principals)}"
+        f"{', purpose ' + query.purpose if query.purpose else ''})"
+    )
+    for n, hit in enumerate(hits, start=1):
+        c = hit.chunk
+        console.print(f"\n{n}. {c.locator}  [{c.kind}]  score {hit.score:.3f}")
+        console.print(f"   {' > '.join(c.heading_path)}" if c.heading_path else "   (preamble)")
+        console.print(f"   {_first_body_line(c.text)[:100]}")
+        console.print(
+            f"   source_version {short_version(c.source_version)}  version seq "
+            f"{c.version_sequence}  valid {when(c.valid_from)} .. {when(c.valid_to) or 'open'}"
+        )
+        console.print(
+            f"   acl {', '.join(c.acl)}  {c.classification}  "
+            f"parser {c.parser}@{c.parser_version}  hash {c.content_hash[:19]}"
+        )
+
+
+def _locator(where: str, anchor: str, first: int, last: int) -> str:
+    return f"{where}#{anchor}" if anchor else f"{where}#L{first}-L{last}"
+
+
+def _first_line(text: str) -> str:
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+
+
+def _first_body_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    body = [ln for ln in lines if not ln.startswith("#")]
+    return (body or lines or [""])[0]

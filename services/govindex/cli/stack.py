@@ -1,0 +1,186 @@
+"""Commands that run things: `up`, `worker`, `bootstrap`, `demo`."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from typing import Annotated
+
+import typer
+
+from govindex.cli.common import DEFAULT_DIR, Failure, LogLevel, StateDir, console, setup
+from govindex.core.settings import Settings, read_stack_file
+from govindex.devstack.embedded import EmbeddedStack
+from govindex.runtime.bootstrap import prepare
+from govindex.runtime.composition import Runtime
+from govindex.runtime.workers import WORKERS, Workers
+
+app = typer.Typer()
+
+SERVED = (*WORKERS, "webhooks")
+
+
+@app.command()
+def up(
+    workers: Annotated[
+        str, typer.Option(help="Comma-separated workers to run.")
+    ] = "indexer,purger,cdc",
+    state_dir: StateDir = DEFAULT_DIR,
+    log_level: LogLevel = "INFO",
+) -> int:
+    """Start the embedded stack and the workers until Ctrl-C.
+
+    Starts PostgreSQL, a Kafka-compatible broker, an OpenSearch-compatible server and Redis
+    on loopback with free ports (or uses the servers named by GOVINDEX_* settings), creates
+    topics, migrates the database, creates the index template and alias, rebuilds the
+    OpenSearch projection from Postgres if it is empty, then runs the indexer, the purger,
+    the CDC connector, the outbox relay and the webhook receiver until Ctrl-C.
+    Addresses go to STATE_DIR/stack.json, which every other command reads.
+    """
+    settings = setup(state_dir, log_level, servers=False)
+    names = _names(workers.split(","))
+    stack: EmbeddedStack | None = None
+    if not settings.servers_configured:
+        existing = read_stack_file(state_dir)
+        if existing and _alive(int(existing.get("pid", 0))):
+            raise Failure(
+                f"a stack is already running from {state_dir} (pid {existing['pid']}); "
+                "stop it with Ctrl-C in its terminal, or use another --state-dir"
+            )
+        stack = EmbeddedStack(state_dir, namespace=settings.namespace)
+        console.print(f"govindex: starting the embedded stack in {state_dir}/ ...")
+        settings = settings.model_copy(update=stack.start())
+    try:
+        return asyncio.run(_serve(settings, names, stack))
+    finally:
+        if stack is not None:
+            stack.stop()
+            console.print("govindex: stack stopped")
+
+
+@app.command()
+def worker(
+    names: Annotated[
+        list[str] | None,
+        typer.Argument(help="Any of indexer, purger, cdc, webhooks.", show_default=False),
+    ] = None,
+    webhook_host: Annotated[
+        str, typer.Option(help="Address the webhook receiver listens on.")
+    ] = "0.0.0.0",  # noqa: S104 - a server's job
+    webhook_port: Annotated[int, typer.Option(help="Port of the webhook receiver.")] = 8080,
+    state_dir: StateDir = DEFAULT_DIR,
+    log_level: LogLevel = "INFO",
+) -> int:
+    """Run workers against configured servers (production entry point).
+
+    Runs the named workers (default: indexer purger), each process with an outbox relay,
+    against the servers named by GOVINDEX_* settings until SIGTERM. Run `govindex bootstrap`
+    first. Scale by running more replicas, up to the partition count of their topic.
+    """
+    settings = setup(state_dir, log_level)
+    chosen = _names(names or ["indexer", "purger"])
+    port = webhook_port if "webhooks" in chosen else None
+    consumers = tuple(n for n in chosen if n != "webhooks")
+    return asyncio.run(
+        _serve(
+            settings, consumers, None, bootstrap=False, webhook_port=port, webhook_host=webhook_host
+        )
+    )
+
+
+@app.command()
+def bootstrap(state_dir: StateDir = DEFAULT_DIR, log_level: LogLevel = "WARNING") -> int:
+    """Prepare configured servers, then exit.
+
+    Creates topics, migrates the database, creates the index template and alias, and
+    rebuilds the projection if the index is empty. Idempotent; run it once per deploy
+    (a Kubernetes Job, a compose one-shot) before starting workers.
+    """
+    settings = setup(state_dir, log_level)
+    generation = asyncio.run(prepare(settings))
+    console.print(
+        f"ready: topics {', '.join(settings.topics.all())}; database migrated; "
+        f"alias {settings.index_alias} -> generation {generation}"
+    )
+    return 0
+
+
+@app.command()
+def demo() -> int:
+    """Run the bundled demo on a fresh embedded stack.
+
+    Starts an embedded stack in a temporary state dir, registers a sample source, ingests
+    a bundled corpus in two commits, runs governed queries, deletes a document and prints
+    a short report. Leaves nothing running.
+    """
+    from govindex.devstack.demo.run import run_demo
+
+    return run_demo()
+
+
+def _names(values: list[str]) -> tuple[str, ...]:
+    names = tuple(v.strip() for v in values if v.strip())
+    unknown = set(names) - set(SERVED)
+    if unknown:
+        raise Failure(f"unknown worker(s) {', '.join(sorted(unknown))}; use {', '.join(SERVED)}")
+    return names
+
+
+async def _serve(
+    settings: Settings,
+    workers: tuple[str, ...],
+    stack: EmbeddedStack | None,
+    *,
+    bootstrap: bool = True,
+    webhook_port: int | None = None,
+    webhook_host: str = "127.0.0.1",
+) -> int:
+    from ingest.app import WebhookServer
+
+    if bootstrap:
+        await prepare(settings)
+    async with Runtime(settings) as rt:
+        running = Workers(rt, run=tuple(w for w in workers if w != "webhooks"))
+        generation = await running.start()
+        webhooks = None
+        if stack is not None or webhook_port is not None or "webhooks" in workers:
+            webhooks = WebhookServer(rt, host=webhook_host, port=webhook_port or 0)
+            settings = settings.model_copy(update={"http_url": await webhooks.start()})
+        if stack is not None:
+            stack.write_stack_file({"generation": generation, "http_url": settings.http_url})
+        served = f"{settings.http_url}/webhooks/github, /webhooks/gitlab" if webhooks else ""
+        console.print(
+            "govindex: ready\n"
+            f"  postgres    {settings.pg_dsn}\n"
+            f"  kafka       {settings.kafka_bootstrap}\n"
+            f"  opensearch  {settings.opensearch_url}  (alias {settings.index_alias}, "
+            f"generation {generation})\n"
+            f"  redis       {settings.redis_url}\n"
+            f"  workers     {', '.join(workers)}\n"
+            f"  webhooks    {served or 'not served'}\n"
+            "Press Ctrl-C to stop.",
+            soft_wrap=True,
+        )
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        console.print("govindex: stopping ...")
+        if webhooks is not None:
+            await webhooks.stop()
+        await running.stop()
+    return 0
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,451 @@
+"""Every port (a Protocol per capability) and the plain records that cross them.
+
+Handlers depend on these, never on an adapter; adapters implement them and are wired only
+by the composition root (`govindex.runtime.composition`). Records here are frozen
+dataclasses: they carry decided facts between layers, they are not wire models.
+(Over 400 lines on purpose: one file a newcomer reads to know every seam of the system.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+from govindex.core.envelope import KafkaRecord
+from govindex.core.records import Chunk, SourceManifest
+
+Outcome = Literal["indexed", "metadata_updated", "tombstoned", "duplicate", "stale"]
+
+
+# --- records crossing the ports -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DocumentKey:
+    tenant_id: str
+    source_id: str
+    doc_id: str
+
+
+@dataclass(frozen=True)
+class DocumentState:
+    """What the index holds for a document, read under its row lock."""
+
+    active: bool
+    last_sequence: int
+    current_version_id: str | None
+    current_content_hash: str | None
+    current_parser: tuple[str, str] | None
+    current_principals: frozenset[str]
+
+
+@dataclass(frozen=True)
+class OutboxMessage:
+    topic: str
+    record: KafkaRecord
+
+
+@dataclass(frozen=True)
+class GraphEdge:
+    subject: str
+    relation: str
+    object: str
+    subject_alias: str
+    object_alias: str
+
+
+@dataclass(frozen=True)
+class _AboutOneDocument:
+    """Which document, and the event (sequence, source_version) a plan comes from."""
+
+    tenant_id: str
+    source_id: str
+    doc_id: str
+    sequence: int
+    source_version: str
+
+    @property
+    def key(self) -> DocumentKey:
+        return DocumentKey(self.tenant_id, self.source_id, self.doc_id)
+
+
+@dataclass(frozen=True)
+class _VersionStamps:
+    """When a version is valid, when it was seen and recorded, which parser cut it."""
+
+    valid_from: datetime
+    valid_to: datetime | None
+    observed_at: datetime
+    recorded_at: datetime
+    parser: str
+    parser_version: str
+
+
+@dataclass(frozen=True)
+class VersionPlan(_AboutOneDocument, _VersionStamps):
+    """A decided content revision (or metadata-only change), ready to execute."""
+
+    content_hash: str
+    content: str
+    media_type: str
+    title: str | None
+    path: str | None
+    metadata: dict[str, Any]
+    chunks: Sequence[Chunk]
+    version_id: str
+    edges: Sequence[GraphEdge] = ()
+
+
+@dataclass(frozen=True)
+class TombstonePlan(_AboutOneDocument):
+    event_id: str
+    reason: str
+    deletion_mode: str
+    deleted_at: datetime
+    recorded_at: datetime
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    outcome: Outcome
+    version_id: str | None = None
+    chunk_count: int = 0
+    revoked: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DocumentRow:
+    tenant_id: str
+    source_id: str
+    doc_id: str
+    state: str
+    last_sequence: int
+    source_version: str
+    content_hash: str | None
+    last_indexed_at: datetime
+    chunk_count: int
+    valid_from: datetime | None
+    valid_to: datetime | None
+
+
+@dataclass(frozen=True)
+class TombstoneRow:
+    tenant_id: str
+    source_id: str
+    doc_id: str
+    sequence: int
+    event_id: str
+    deletion_mode: str
+    deleted_at: datetime
+    recorded_at: datetime
+    chunk_ids: list[str]
+    purge_state: str
+    purge_attempts: int
+    purge_error: str | None
+
+
+@dataclass(frozen=True)
+class StoredVersion(_VersionStamps):
+    """A current version with its raw content: what `reparse` re-chunks."""
+
+    tenant_id: str
+    source_id: str
+    doc_id: str
+    path: str | None
+    version_id: str
+    version_sequence: int
+    sequence: int
+    source_version: str
+    content_hash: str
+    content: str
+    media_type: str
+
+
+@dataclass(frozen=True)
+class ExpiredVersion:
+    version_id: str
+    doc_id: str
+    version_sequence: int
+    superseded_at: datetime
+
+
+@dataclass(frozen=True)
+class Invalidated:
+    kind: str
+    artifact_id: str
+    location: str
+
+
+# --- sources --------------------------------------------------------------------------
+
+
+class SourceRegistry(Protocol):
+    """Registered source manifests (source ids are global; tenants own them)."""
+
+    async def get(self, tenant_id: str, source_id: str) -> SourceManifest | None: ...
+
+    async def find(self, source_id: str) -> SourceManifest | None: ...
+
+    async def register(self, manifest: SourceManifest) -> Literal["created", "updated"]: ...
+
+    async def set_enabled(self, source_id: str, enabled: bool) -> SourceManifest | None: ...
+
+
+class SourceCatalog(Protocol):
+    """Queries across sources: by repository, by kind, and what the index holds of one."""
+
+    async def all(self) -> list[SourceManifest]: ...
+
+    async def find_by_repository(self, repository: str) -> list[SourceManifest]: ...
+
+    async def cdc_sources(self) -> list[SourceManifest]: ...
+
+    async def held_documents(self, source_id: str) -> dict[str, int]: ...
+
+    async def index_state(self, source_id: str) -> tuple[dict[str, str], dict[str, int]]: ...
+
+
+# --- the indexer's unit of work -------------------------------------------------------
+
+
+class DocumentTransaction(Protocol):
+    """One Postgres transaction over one document: the order guard's home (DESIGN §5.1-2).
+
+    A handler claims the event, reads the document's state under its row lock, decides
+    (pure), then executes the steps of its decision; everything commits together with the
+    outbox messages that announce it, or nothing does.
+    """
+
+    async def claim(self, consumer: str, event_id: str) -> bool: ...
+
+    async def lock(self, key: DocumentKey) -> DocumentState | None: ...
+
+    async def revoke_principals(
+        self, key: DocumentKey, principals: Sequence[str], sequence: int
+    ) -> None: ...
+
+    async def insert_version(self, plan: VersionPlan) -> ApplyResult: ...
+
+    async def update_metadata(self, plan: VersionPlan, version_id: str) -> ApplyResult: ...
+
+    async def mark_active(self, plan: VersionPlan, version_id: str | None) -> None: ...
+
+    async def record_tombstone(self, plan: TombstonePlan) -> ApplyResult: ...
+
+    async def enqueue(self, messages: Sequence[OutboxMessage]) -> None: ...
+
+
+class ChunkStore(Protocol):
+    """The system of record for chunks (Postgres)."""
+
+    def transaction(self) -> AbstractAsyncContextManager[DocumentTransaction]: ...
+
+    async def chunks_changed_by(self, key: DocumentKey, sequence: int) -> list[Chunk]: ...
+
+    async def chunks_by_id(self, chunk_ids: Sequence[str]) -> list[Chunk]: ...
+
+    async def chunks_of_version(self, version_id: str) -> list[Chunk]: ...
+
+    def iter_all_chunks(self, batch: int = 500) -> AsyncIterator[list[Chunk]]: ...
+
+
+class BlobStore(Protocol):
+    """Content-addressed claim-check blobs (DESIGN §4)."""
+
+    async def put_blob(self, content_hash: str, content: str) -> None: ...
+
+    async def blob(self, content_hash: str) -> str | None: ...
+
+
+class VersionStore(Protocol):
+    """Stored versions for re-chunking (reparse)."""
+
+    async def current_versions(
+        self, source_id: str | None, parser: str | None
+    ) -> list[StoredVersion]: ...
+
+    async def replace_version_chunks(
+        self, version_id: str, expected: tuple[str, str], chunks: Sequence[Chunk]
+    ) -> list[str] | None: ...
+
+
+# --- the search projection ------------------------------------------------------------
+
+
+class SearchIndex(Protocol):
+    """The OpenSearch projection: written by sequence (external versioning)."""
+
+    async def upsert(self, chunks: Sequence[Chunk], *, index: str | None = None) -> int: ...
+
+    async def delete_chunks(self, chunk_ids: Sequence[str]) -> int: ...
+
+
+class PurgeIndex(Protocol):
+    async def delete_document(
+        self,
+        tenant_id: str,
+        source_id: str,
+        doc_id: str,
+        up_to_sequence: int,
+        chunk_ids: Sequence[str],
+    ) -> int: ...
+
+    async def count_document(
+        self, tenant_id: str, source_id: str, doc_id: str, up_to_sequence: int | None = None
+    ) -> int: ...
+
+    async def count_current(self, tenant_id: str, source_id: str, doc_id: str) -> int: ...
+
+
+class CandidateIndex(Protocol):
+    """Lexical candidates for the read path, filtered inside the query."""
+
+    async def search(
+        self,
+        *,
+        text: str,
+        tenant_id: str,
+        principals: Sequence[str],
+        purpose: str | None,
+        as_of: datetime,
+        size: int,
+    ) -> list[dict[str, Any]]: ...
+
+
+# --- the purger -----------------------------------------------------------------------
+
+
+class PurgeStore(Protocol):
+    """Tombstones, content removal with read-back, and receipts."""
+
+    async def tombstone(self, key: DocumentKey, sequence: int) -> TombstoneRow | None: ...
+
+    async def purge_content(self, key: DocumentKey, sequence: int) -> tuple[int, int]: ...
+
+    async def content_remaining(self, key: DocumentKey, sequence: int) -> int: ...
+
+    async def complete(
+        self,
+        consumer: str,
+        event_id: str,
+        tombstone: TombstoneRow,
+        receipt: dict[str, Any],
+        announce: Sequence[OutboxMessage],
+    ) -> bool: ...
+
+    async def note_failure(self, tombstone: TombstoneRow, error: str) -> None: ...
+
+
+class RetentionStore(Protocol):
+    async def expired_versions(
+        self, tenant_id: str, source_id: str, superseded_before: datetime
+    ) -> list[ExpiredVersion]: ...
+
+    async def purge_version(self, version_id: str, receipt: dict[str, Any]) -> list[str]: ...
+
+
+class TaggedCache(Protocol):
+    """Cached results tagged with the documents, chunks and principals they hold."""
+
+    async def evict_document(self, doc_key: str, chunk_ids: Iterable[str] = ()) -> int: ...
+
+    async def evict_for(self, doc_key: str, principals: Iterable[str]) -> int: ...
+
+    async def evict_chunks(self, chunk_ids: Iterable[str]) -> int: ...
+
+    async def count_document(self, doc_key: str, chunk_ids: Iterable[str] = ()) -> int: ...
+
+
+class Lineage(Protocol):
+    """Stored summaries and memories, and what they were built from."""
+
+    async def invalidate(
+        self,
+        tenant_id: str,
+        doc_key: str,
+        chunk_ids: Sequence[str],
+        reason: str,
+        *,
+        whole_document: bool = True,
+    ) -> list[Invalidated]: ...
+
+    async def remaining(self, tenant_id: str, doc_key: str, chunk_ids: Sequence[str]) -> int: ...
+
+
+class LineageRegistry(Protocol):
+    async def register_derived(
+        self,
+        kind: str,
+        artifact_id: str,
+        built_from: Sequence[str],
+        location: str,
+        *,
+        tenant_id: str,
+        text: str | None = None,
+    ) -> None: ...
+
+
+# --- connectors -----------------------------------------------------------------------
+
+
+class IngestState(Protocol):
+    """A connector's memory: per-document sequences and fingerprints, checkpoints."""
+
+    async def known(self, tenant_id: str, source_id: str) -> dict[str, str]: ...
+
+    async def reserve_sequences(
+        self, tenant_id: str, source_id: str, doc_ids: Sequence[str]
+    ) -> dict[str, int]: ...
+
+    async def record(self, tenant_id: str, source_id: str, seen: dict[str, str | None]) -> None: ...
+
+    async def raise_sequences(
+        self, tenant_id: str, source_id: str, at_least: dict[str, int]
+    ) -> None: ...
+
+
+class ConnectorState(IngestState, Protocol):
+    """What a connector that reconciles against the index also needs."""
+
+    async def forget(self, tenant_id: str, source_id: str, doc_ids: Sequence[str]) -> None: ...
+
+    async def assume_present(
+        self, tenant_id: str, source_id: str, doc_ids: Sequence[str]
+    ) -> None: ...
+
+    async def set_checkpoint(self, tenant_id: str, source_id: str, position: str) -> None: ...
+
+
+class CdcLedger(Protocol):
+    """The CDC connector's per-document positions."""
+
+    async def ledger(self, tenant_id: str, source_id: str, doc_id: str) -> tuple[int, bool]: ...
+
+    async def record_position(
+        self, tenant_id: str, source_id: str, doc_id: str, sequence: int, *, deleted: bool
+    ) -> None: ...
+
+    async def live_documents(self, tenant_id: str, source_id: str, prefix: str) -> list[str]: ...
+
+    async def record_truncate(self, tenant_id: str, source_id: str, sequence: int) -> None: ...
+
+    async def truncated_at(self, tenant_id: str, source_id: str) -> int: ...
+
+
+class Deliveries(Protocol):
+    """Webhook deliveries already handled."""
+
+    async def seen(self, provider: str, delivery_id: str) -> bool: ...
+
+    async def record(self, provider: str, delivery_id: str, sources: str) -> None: ...
+
+
+class EventPublisher(Protocol):
+    """Puts records on a topic and waits for the broker's acknowledgement."""
+
+    async def publish(self, topic: str, record: KafkaRecord) -> None: ...
+
+    async def publish_many(self, topic: str, records: Sequence[KafkaRecord]) -> None: ...

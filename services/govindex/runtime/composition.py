@@ -1,0 +1,121 @@
+"""The composition root: the one place that opens connections and builds adapters.
+
+`Runtime` is built from settings whose server addresses are all known (`Servers`); it
+opens the Postgres pool on entry and builds the OpenSearch index, the Redis cache and the
+async event publisher the first time something asks for them, so a command that needs only
+Postgres never touches the broker. Everything it handed out is closed on exit. Workers, the
+webhook receiver, every CLI command, the demo and the tests get their ports from here.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from types import TracebackType
+
+import structlog
+from psycopg_pool import AsyncConnectionPool
+
+from govindex.adapters.kafka_async import AsyncKafkaPublisher
+from govindex.adapters.opensearch import OpenSearchIndex
+from govindex.adapters.postgres.deliveries import PostgresDeliveries
+from govindex.adapters.postgres.documents import PostgresChunkStore
+from govindex.adapters.postgres.generations import PostgresGenerations
+from govindex.adapters.postgres.ingest_state import PostgresIngestState
+from govindex.adapters.postgres.lineage import PostgresLineage
+from govindex.adapters.postgres.outbox import PostgresOutbox
+from govindex.adapters.postgres.pool import open_pool
+from govindex.adapters.postgres.purges import PostgresPurgeStore
+from govindex.adapters.postgres.sources import PostgresSourceRegistry
+from govindex.adapters.postgres.versions import PostgresBlobStore, PostgresVersionStore
+from govindex.adapters.redis_cache import RedisTaggedCache
+from govindex.core.errors import TransientError
+from govindex.core.settings import Servers, Settings
+
+log = structlog.get_logger(__name__)
+
+
+class Runtime:
+    """Connections opened once, ports handed out; an async context manager."""
+
+    registry: PostgresSourceRegistry
+    chunks: PostgresChunkStore
+    blobs: PostgresBlobStore
+    versions: PostgresVersionStore
+    purges: PostgresPurgeStore
+    outbox: PostgresOutbox
+    lineage: PostgresLineage
+    ingest_state: PostgresIngestState
+    deliveries: PostgresDeliveries
+    generations: PostgresGenerations
+
+    def __init__(self, settings: Settings, *, pool_size: int = 8) -> None:
+        self.settings = settings.require_servers()
+        self.servers: Servers = self.settings.servers()
+        self._pool_size = pool_size
+        self._pool: AsyncConnectionPool | None = None
+        self._publisher: AsyncKafkaPublisher | None = None
+
+    async def __aenter__(self) -> Runtime:
+        pool = open_pool(self.servers.pg_dsn, max_size=self._pool_size)
+        try:
+            await pool.open(wait=True, timeout=15)
+        except Exception as exc:  # psycopg_pool raises PoolTimeout with the cause inside
+            await pool.close()
+            raise TransientError(
+                f"cannot reach PostgreSQL at {self.servers.pg_dsn}: {exc}. "
+                "Is `govindex up` running, or are GOVINDEX_PG_DSN and the server right?"
+            ) from exc
+        self._pool = pool
+        # Postgres ports: plain objects over the one pool (building them does no I/O).
+        self.registry = PostgresSourceRegistry(pool)
+        self.chunks = PostgresChunkStore(pool)
+        self.blobs = PostgresBlobStore(pool)
+        self.versions = PostgresVersionStore(pool)
+        self.purges = PostgresPurgeStore(pool)
+        self.outbox = PostgresOutbox(pool)
+        self.lineage = PostgresLineage(pool)
+        self.ingest_state = PostgresIngestState(pool)
+        self.deliveries = PostgresDeliveries(pool)
+        self.generations = PostgresGenerations(pool, self.settings.index_alias)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._publisher is not None:
+            await self._publisher.stop()
+        if "cache" in self.__dict__ and self.cache is not None:
+            await self.cache.close()
+        if "index" in self.__dict__:
+            await self.index.close()
+        if self._pool is not None:
+            await self._pool.close()
+
+    @property
+    def pool(self) -> AsyncConnectionPool:
+        if self._pool is None:
+            raise RuntimeError("use `async with Runtime(settings)` before asking for ports")
+        return self._pool
+
+    # --- the other servers ------------------------------------------------------------
+
+    @cached_property
+    def index(self) -> OpenSearchIndex:
+        return OpenSearchIndex(self.servers.opensearch_url, self.settings.index_alias)
+
+    @cached_property
+    def cache(self) -> RedisTaggedCache | None:
+        if self.servers.redis_url is None:
+            return None
+        return RedisTaggedCache(self.servers.redis_url, self.settings.namespace)
+
+    async def publisher(self) -> AsyncKafkaPublisher:
+        """The one async producer of this process, started on first use."""
+        if self._publisher is None:
+            publisher = AsyncKafkaPublisher(self.servers.kafka_bootstrap)
+            await publisher.start()
+            self._publisher = publisher
+        return self._publisher

@@ -1,0 +1,46 @@
+"""The indexer's wiring: its ports and subscription from a Runtime, and its operator verbs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+from govindex.runtime.composition import Runtime
+from govindex.runtime.subscription import Subscription, subscription
+from indexer.handlers import CONSUMER, IndexerPorts, index_document
+from indexer.reparse import ReparseReport, reparse
+
+
+def indexer_ports(rt: Runtime, generation: int) -> IndexerPorts:
+    return IndexerPorts(
+        registry=rt.registry,
+        store=rt.chunks,
+        blobs=rt.blobs,
+        index=rt.index,
+        topics=rt.settings.topics,
+        generation=generation,
+    )
+
+
+def indexer_subscriptions(rt: Runtime, generation: int) -> list[Subscription]:
+    handle = partial(index_document, ports=indexer_ports(rt, generation))
+    return [subscription(rt.settings, CONSUMER, rt.settings.topics.documents, handle)]
+
+
+async def reparse_documents(
+    rt: Runtime,
+    *,
+    source_id: str | None,
+    parser_name: str | None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> ReparseReport:
+    return await reparse(
+        versions=rt.versions,
+        chunks=rt.chunks,
+        registry=rt.registry,
+        index=rt.index,
+        source_id=source_id,
+        parser_name=parser_name,
+        generation=await rt.index.live_generation() or 0,
+        progress=progress,
+    )

@@ -1,0 +1,88 @@
+"""What the indexer does with an event, decided from facts alone (DESIGN §5.1, §5.2, §5.5, §6).
+
+Pure functions: the adapter reads the facts inside its transaction (was the event already
+claimed, what the document holds now), these functions decide, and the adapter executes the
+decision in the same transaction. Nothing here touches a server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from govindex.core.ports import DocumentState, Outcome
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """The facts of a create/update that matter to the decision."""
+
+    sequence: int
+    content_hash: str
+    parser: str
+    parser_version: str
+    acl: tuple[str, ...]
+    has_chunks: bool
+
+
+@dataclass(frozen=True)
+class ChangeDecision:
+    """`outcome` is one of duplicate, stale, metadata_updated, indexed.
+
+    `keep_version` names the current version a metadata-only change re-stamps;
+    `lost_principals` are principals of the current ACL the new version drops: they lose
+    every version, history included (a revocation, DESIGN §6).
+    """
+
+    outcome: Outcome
+    keep_version: str | None = None
+    lost_principals: tuple[str, ...] = ()
+
+
+def decide_change(claimed: bool, state: DocumentState | None, event: Incoming) -> ChangeDecision:
+    """Decide a create/update.
+
+    - not claimed (the consumer already processed this event id): duplicate;
+    - sequence ≤ the document's last sequence, a tombstone's included: stale, whatever
+      arrives late (the order guard, and tombstones win);
+    - the current version has the same content hash and parser: metadata only (ACL,
+      validity, source_version re-stamped, chunks kept);
+    - otherwise a new version.
+    """
+    if not claimed:
+        return ChangeDecision("duplicate")
+    if state is not None and event.sequence <= state.last_sequence:
+        return ChangeDecision("stale")
+    lost = lost_principals(state.current_principals if state else (), event) if state else ()
+    if (
+        state is not None
+        and state.active
+        and state.current_version_id is not None
+        and state.current_content_hash == event.content_hash
+        and state.current_parser == (event.parser, event.parser_version)
+    ):
+        return ChangeDecision("metadata_updated", state.current_version_id, lost)
+    return ChangeDecision("indexed", None, lost)
+
+
+def lost_principals(current: Iterable[str], event: Incoming) -> tuple[str, ...]:
+    """Principals who could see the current version and cannot see the new one.
+
+    A version without chunks has no ACL of its own to compare with: nobody loses anything.
+    """
+    if not event.has_chunks:
+        return ()
+    return tuple(sorted(set(current) - set(event.acl)))
+
+
+def decide_deletion(claimed: bool, state: DocumentState | None, sequence: int) -> Outcome:
+    """Decide a delete: duplicate, stale (a newer event got there first) or tombstoned.
+
+    A tombstone is recorded even for a document the index never held, so that a create
+    delayed behind its own delete can never apply (tombstones win).
+    """
+    if not claimed:
+        return "duplicate"
+    if state is not None and sequence <= state.last_sequence:
+        return "stale"
+    return "tombstoned"

@@ -1,0 +1,1 @@
+"""pytest plugins: the session stack and per-test isolation fixtures."""

@@ -1,0 +1,1 @@
+"""Builders and helpers the tests share (never imported from a test module)."""
