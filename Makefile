@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck check schemas bench bench-purge clean up
+.PHONY: demo test lint typecheck check schemas bench bench-purge bench-emission clean up
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,8 +41,13 @@ bench: $(STAMP)
 bench-purge: $(STAMP)
 	$(BIN)/python bench/purge_latency.py
 
+bench-emission: $(STAMP)
+	$(BIN)/python bench/emission.py
+
 schemas: $(STAMP)
 	$(BIN)/govindex schemas --write
 
 clean:
+	# As root the embedded PostgreSQL keeps its data outside the state dir (see README).
+	if [ -f .govindex/postgres.location ]; then rm -rf "$$(dirname "$$(cat .govindex/postgres.location)")"; fi
 	rm -rf $(VENV) .govindex .pytest_cache .mypy_cache .ruff_cache

@@ -28,7 +28,7 @@ configure_logging(level="WARNING", json_output=False)
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    embedded = EmbeddedStack(tmp_path_factory.mktemp("stack"))
+    embedded = EmbeddedStack(tmp_path_factory.mktemp("stack"), durable=False)  # fast mode
     addresses = embedded.start()
     yield addresses
     embedded.stop()

