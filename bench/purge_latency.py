@@ -59,7 +59,7 @@ def change(doc: int, seq: int) -> object:
 async def run(update_rate: float) -> None:
     configure_logging(level="WARNING", json_output=True)
     root = Path(tempfile.mkdtemp(prefix="govindex-bench-"))
-    stack = EmbeddedStack(root / "state", namespace="bench")
+    stack = EmbeddedStack(root / "state", namespace="bench", durable=False)
     settings = Settings(state_dir=root / "state").model_copy(update=stack.start())
     assert settings.pg_dsn and settings.kafka_bootstrap
     try:

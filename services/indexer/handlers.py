@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 import structlog
 
 from govindex.core import events
-from govindex.core.envelope import Envelope, encode_document_event
+from govindex.core.envelope import Envelope, KafkaRecord, encode_document_event
 from govindex.core.errors import ContentUnavailable, InvalidEvent, SourceDisabled, UnknownSource
 from govindex.core.events import (
     AccessRevoked,
@@ -52,6 +52,7 @@ from indexer.stamping import (
 
 log = structlog.get_logger(__name__)
 CONSUMER = "indexer"
+PURGER = "purger"  # the consumer of the tombstones topic
 
 
 @dataclass(frozen=True)
@@ -113,12 +114,17 @@ async def index_document(envelope: Envelope, ports: IndexerPorts) -> ApplyResult
     return result
 
 
-async def _content(payload: DocumentChanged, blobs: BlobStore) -> str:
+async def _content(payload: DocumentChanged, ports: IndexerPorts) -> str | None:
+    """The event's text; None when its blob is gone because the document was deleted (and
+    purged) at a later sequence: the event is stale, and its content must stay gone."""
     content = payload.content
     if content is None:
         assert payload.content_ref is not None
-        content = await blobs.blob(payload.content_ref)
+        content = await ports.blobs.blob(payload.content_ref)
         if content is None:
+            key = DocumentKey(payload.tenant_id, payload.source_id, payload.doc_id)
+            if payload.sequence <= await ports.store.last_sequence(key):
+                return None
             raise ContentUnavailable(
                 f"claim-check blob {payload.content_ref} is not in Postgres; the producer must "
                 "store the blob before emitting the event"
@@ -185,7 +191,11 @@ async def _apply_change(
     ports: IndexerPorts,
     now: datetime,
 ) -> ApplyResult:
-    content = await _content(payload, ports.blobs)
+    content = await _content(payload, ports)
+    if content is None:
+        async with ports.store.transaction() as tx:  # claimed, so its emission settles
+            claimed = await tx.claim(CONSUMER, envelope.id)
+        return ApplyResult("stale" if claimed else "duplicate")
     plan = plan_version(payload, content, manifest, generation=ports.generation, now=now)
     incoming = Incoming(
         sequence=plan.sequence,
@@ -230,7 +240,7 @@ def _announce_change(
         record = encode_document_event(
             events.ACCESS_REVOKED, revoked, op=f"revoked:{payload.sequence}", time=now
         )
-        messages.append(OutboxMessage(ports.topics.tombstones, record))
+        messages.append(_to_purger(ports, record, payload.tenant_id, payload.source_id))
     return messages
 
 
@@ -266,11 +276,20 @@ async def _record_deletion(
         )
         await tx.enqueue(
             [
-                OutboxMessage(ports.topics.tombstones, forward),
+                _to_purger(ports, forward, payload.tenant_id, payload.source_id),
                 _receipt(envelope, payload, result, ports, now, None),
             ]
         )
     return result
+
+
+def _to_purger(
+    ports: IndexerPorts, record: KafkaRecord, tenant_id: str, source_id: str
+) -> OutboxMessage:
+    """A deletion or revocation for the purger: pending (re-published) until it is done."""
+    return OutboxMessage(
+        ports.topics.tombstones, record, awaits=PURGER, tenant_id=tenant_id, source_id=source_id
+    )
 
 
 def _receipt(

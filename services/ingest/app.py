@@ -28,7 +28,9 @@ from ingest.handlers import (
     git_versions,
     ingest_snapshot,
 )
-from ingest.receiver import Drift, ReceiverPorts, build_app, reconcile_source
+from ingest.receiver import ReceiverPorts, build_app, reconcile_source
+from ingest.reconcile import Drift, SourceView
+from ingest.reconcile import reconcile as reconcile_snapshot
 from ingest.sources import DEFAULT_INCLUDE, FolderSnapshot, GitSnapshot
 
 log = structlog.get_logger(__name__)
@@ -55,17 +57,15 @@ async def registered(rt: Runtime, source_id: str, *, enabled: bool = True) -> So
     return manifest
 
 
-async def receiver_ports(rt: Runtime) -> ReceiverPorts:
+def receiver_ports(rt: Runtime) -> ReceiverPorts:
     return ReceiverPorts(
         sources=rt.registry,
         state=rt.ingest_state,
-        blobs=rt.blobs,
+        emitter=rt.ingest_state,
         deliveries=rt.deliveries,
         lineage=rt.lineage,
-        publisher=await rt.publisher(),
         topics=rt.settings.topics,
         mirrors=rt.settings.state_dir / "mirrors",
-        inline_limit=rt.settings.inline_content_limit,
     )
 
 
@@ -108,18 +108,34 @@ async def ingest_folder(
     filters: Filters = Filters(),
     progress: Progress | None = None,
 ) -> IngestReport:
-    """The same for a plain folder; a file's version is the hash of its bytes."""
+    """The same for a plain folder; a file's version is the hash of its bytes. The folder
+    is remembered, so `reconcile` (and `govindex up`) can compare it with the index later."""
+    manifest = await registered(rt, source_id)
+    view = folder_view(rt, manifest, folder, filters)
+    report = await ingest_snapshot(
+        view.snapshot, view.ctx, state=rt.ingest_state, emitter=rt.ingest_state, progress=progress
+    )
+    await rt.ingest_state.set_checkpoint(manifest.tenant, manifest.source_id, view.checkpoint)
+    return report
+
+
+FOLDER = "path:"  # a folder source's checkpoint: where it was last read
+
+
+def folder_view(
+    rt: Runtime, manifest: SourceManifest, folder: Path, filters: Filters = Filters()
+) -> SourceView:
     snapshot = FolderSnapshot(folder)
-    return await _ingest(
-        rt,
-        source_id,
-        snapshot,
+    ctx = IngestContext(
+        manifest=manifest,
+        topics=rt.settings.topics,
         versions=fingerprint_versions(snapshot.observed_at),
         observed_at=snapshot.observed_at,
         deletion_version=f"folder:{snapshot.observed_at.isoformat()}",
-        filters=filters,
-        progress=progress,
+        include=tuple(filters.include or DEFAULT_INCLUDE),
+        exclude=tuple(filters.exclude),
     )
+    return SourceView(snapshot, ctx, checkpoint=f"{FOLDER}{folder.resolve()}")
 
 
 async def _ingest(
@@ -140,17 +156,11 @@ async def _ingest(
         versions=versions,
         observed_at=observed_at,
         deletion_version=deletion_version,
-        inline_limit=rt.settings.inline_content_limit,
         include=tuple(filters.include or DEFAULT_INCLUDE),
         exclude=tuple(filters.exclude),
     )
     return await ingest_snapshot(
-        snapshot,
-        ctx,
-        state=rt.ingest_state,
-        publisher=await rt.publisher(),
-        blobs=rt.blobs,
-        progress=progress,
+        snapshot, ctx, state=rt.ingest_state, emitter=rt.ingest_state, progress=progress
     )
 
 
@@ -163,8 +173,7 @@ async def delete_one(
         manifest,
         doc_id,
         topics=rt.settings.topics,
-        state=rt.ingest_state,
-        publisher=await rt.publisher(),
+        emitter=rt.ingest_state,
         deleted_at=datetime.now(UTC),
         reason=reason,
     )
@@ -180,23 +189,64 @@ async def retire_source(rt: Runtime, source_id: str, reason: str) -> list[str]:
         manifest,
         held=await rt.registry.held_documents(source_id),
         topics=rt.settings.topics,
-        state=rt.ingest_state,
-        publisher=await rt.publisher(),
+        emitter=rt.ingest_state,
         deleted_at=datetime.now(UTC),
         reason=reason,
     )
 
 
 async def reconcile(rt: Runtime, source_id: str) -> tuple[SourceManifest, Drift, IngestReport]:
-    """Make the index equal to a git source's branch head."""
+    """Make the index equal to a source: a git source's branch head, or a folder source's
+    folder (the manifest's `folder.path`, else where `govindex ingest path` last read it)."""
     manifest = await registered(rt, source_id)
-    if manifest.git is None:
+    if manifest.git is not None:
+        drift, report = await reconcile_source(manifest, receiver_ports(rt))
+        return manifest, drift, report
+    folder = await _folder_of(rt, manifest)
+    if folder is None:
         raise SourceRefused(
-            f"source {source_id!r} has no `git` section (remote_url, branch) in its "
-            "manifest; add one, or use `govindex ingest git` for a local repository"
+            f"source {source_id!r} has no `git` section (remote_url, branch) and no `folder` "
+            "section (path) in its manifest, and was never ingested with `govindex ingest "
+            "path`: there is nothing to compare the index with. Add one of the sections"
         )
-    drift, report = await reconcile_source(manifest, await receiver_ports(rt))
+    filters = (
+        Filters(manifest.folder.include, manifest.folder.exclude) if manifest.folder else Filters()
+    )
+    view = folder_view(rt, manifest, folder, filters)
+    drift, report = await reconcile_snapshot(view, rt.registry, rt.ingest_state, rt.ingest_state)
     return manifest, drift, report
+
+
+async def _folder_of(rt: Runtime, manifest: SourceManifest) -> Path | None:
+    if manifest.folder is not None:
+        return Path(manifest.folder.path)
+    position = await rt.ingest_state.checkpoint(manifest.tenant, manifest.source_id)
+    return Path(position.removeprefix(FOLDER)) if position and position.startswith(FOLDER) else None
+
+
+async def reconcile_all(rt: Runtime) -> dict[str, str]:
+    """Reconcile every enabled git and folder source (anti-entropy at start); CDC sources
+    replay from their own log. Returns a line per source; a failing source is reported,
+    never fatal."""
+    results: dict[str, str] = {}
+    for manifest in await rt.registry.all():
+        if not manifest.enabled or manifest.cdc is not None:
+            continue
+        if manifest.git is None and await _folder_of(rt, manifest) is None:
+            continue
+        try:
+            _, drift, report = await reconcile(rt, manifest.source_id)
+        except GovindexError as exc:
+            results[manifest.source_id] = f"not reconciled: {exc}"
+            log.warning("reconcile.failed", source=manifest.source_id, error=str(exc))
+            continue
+        results[manifest.source_id] = (
+            f"{len(drift.missing_or_stale)} missing or stale, {len(drift.only_in_index)} only "
+            f"in the index; emitted {len(report.created)} created, {len(report.updated)} "
+            f"updated, {len(report.deleted)} deleted"
+        )
+        log.info("reconcile.done", source=manifest.source_id, result=results[manifest.source_id])
+    return results
 
 
 # --- long-running connectors --------------------------------------------------------------
@@ -214,10 +264,8 @@ async def cdc_subscriptions(rt: Runtime) -> list[Subscription]:
     ports = CdcPorts(
         registry=rt.registry,
         ledger=rt.ingest_state,
-        blobs=rt.blobs,
-        publisher=await rt.publisher(),
+        emitter=rt.ingest_state,
         topics=rt.settings.topics,
-        inline_limit=rt.settings.inline_content_limit,
     )
     found = []
     for manifest in manifests:
@@ -240,7 +288,7 @@ class WebhookServer:
     url: str | None = None
 
     async def start(self) -> str:
-        self._runner = web.AppRunner(build_app(await receiver_ports(self.rt)), access_log=None)
+        self._runner = web.AppRunner(build_app(receiver_ports(self.rt)), access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()

@@ -7,14 +7,15 @@ from dataclasses import dataclass
 import structlog
 
 from govindex.core import events
-from govindex.core.envelope import Delivery, encode_document_event
+from govindex.core.envelope import Delivery
 from govindex.core.errors import InvalidEvent, SourceDisabled
 from govindex.core.events import DocumentChanged, DocumentDeleted
 from govindex.core.hashing import sha256_hex
-from govindex.core.ports import BlobStore, CdcLedger, EventPublisher, SourceRegistry
+from govindex.core.ports import CdcLedger, ConnectorTransaction, Emitter, SourceRegistry
 from govindex.core.records import SourceManifest
 from govindex.core.settings import Topics
 from ingest.cdc import RowChange, translate
+from ingest.handlers import document_message
 
 log = structlog.get_logger(__name__)
 CONSUMER = "cdc"
@@ -24,10 +25,8 @@ CONSUMER = "cdc"
 class CdcPorts:
     registry: SourceRegistry
     ledger: CdcLedger
-    blobs: BlobStore
-    publisher: EventPublisher
+    emitter: Emitter
     topics: Topics
-    inline_limit: int
 
 
 # Long: every Debezium operation (c/u/r/d/tombstone/t) decided in one readable place.
@@ -47,12 +46,13 @@ async def apply_change(delivery: Delivery, source_id: str, ports: CdcPorts) -> i
         return 0
     tenant, source = manifest.tenant, manifest.source_id
     if change.op == "truncate":
-        # Recorded first: a change of a row from before the truncate that is delivered after
-        # it (another partition) must not bring the row back.
-        await ports.ledger.record_truncate(tenant, source, change.sequence)
-        targets = await ports.ledger.live_documents(tenant, source, f"{manifest.cdc.table}/")
-        for doc_id in targets:
-            await _emit_delete(manifest, doc_id, change, change.sequence, ports, "truncated")
+        async with ports.emitter.transaction() as tx:
+            # Marked first: a change of a row from before the truncate that is delivered
+            # after it (another partition) must not bring the row back.
+            await tx.record_truncate(tenant, source, change.sequence)
+            targets = await ports.ledger.live_documents(tenant, source, f"{manifest.cdc.table}/")
+            for doc_id in targets:
+                await _delete(tx, manifest, doc_id, change, change.sequence, ports, "truncated")
         return len(targets)
     if 0 < change.sequence <= await ports.ledger.truncated_at(tenant, source):
         log.info("cdc.before_truncate", doc_id=change.doc_id, sequence=change.sequence)
@@ -66,23 +66,20 @@ async def apply_change(delivery: Delivery, source_id: str, ports: CdcPorts) -> i
             sequence = last + 1
         else:
             sequence = change.sequence
-        await _emit_delete(manifest, change.doc_id, change, sequence, ports, "deleted_in_source")
+        async with ports.emitter.transaction() as tx:
+            await _delete(tx, manifest, change.doc_id, change, sequence, ports, "deleted_in_source")
         return 1
     assert change.text is not None
     content_hash = sha256_hex(change.text)
-    inline = len(change.text.encode()) <= ports.inline_limit
-    if not inline:
-        await ports.blobs.put_blob(content_hash, change.text)
     payload = DocumentChanged(
-        tenant_id=manifest.tenant,
-        source_id=manifest.source_id,
+        tenant_id=tenant,
+        source_id=source,
         doc_id=change.doc_id,
         source_version=change.source_version,
         sequence=change.sequence,
         observed_at=change.observed_at,
         content_hash=content_hash,
-        content=change.text if inline else None,
-        content_ref=None if inline else content_hash,
+        content_ref=content_hash,
         media_type="text/markdown",
         acl=change.acl,
         valid_from=change.valid_from,
@@ -90,17 +87,16 @@ async def apply_change(delivery: Delivery, source_id: str, ports: CdcPorts) -> i
         metadata=dict(change.metadata or {}),
     )
     kind = events.DOCUMENT_UPDATED if last else events.DOCUMENT_CREATED
-    await ports.publisher.publish(
-        ports.topics.documents,
-        encode_document_event(kind, payload, op="upsert", time=change.observed_at),
-    )
-    await ports.ledger.record_position(
-        manifest.tenant, manifest.source_id, change.doc_id, change.sequence, deleted=False
-    )
+    # The events and the position commit together, before the Debezium offset moves.
+    async with ports.emitter.transaction() as tx:
+        await tx.put_blob(content_hash, change.text)
+        await tx.emit([document_message(ports.topics, kind, payload, "upsert")])
+        await tx.record_position(tenant, source, change.doc_id, change.sequence, deleted=False)
     return 1
 
 
-async def _emit_delete(
+async def _delete(
+    tx: ConnectorTransaction,
     manifest: SourceManifest,
     doc_id: str,
     change: RowChange,
@@ -117,12 +113,5 @@ async def _emit_delete(
         deleted_at=change.observed_at,
         reason=reason,
     )
-    await ports.publisher.publish(
-        ports.topics.documents,
-        encode_document_event(
-            events.DOCUMENT_DELETED, payload, op="deleted", time=change.observed_at
-        ),
-    )
-    await ports.ledger.record_position(
-        manifest.tenant, manifest.source_id, doc_id, sequence, deleted=True
-    )
+    await tx.emit([document_message(ports.topics, events.DOCUMENT_DELETED, payload, "deleted")])
+    await tx.record_position(manifest.tenant, manifest.source_id, doc_id, sequence, deleted=True)

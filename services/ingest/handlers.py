@@ -1,4 +1,11 @@
-"""Ingest handlers: diff a snapshot against what was last emitted, emit the difference."""
+"""Ingest handlers: diff a snapshot against what was last emitted, emit the difference.
+
+Emission is durable before it is acknowledged: a batch's sequences, its events (in the
+outbox) and the fingerprints recorded for it commit in one Postgres transaction, and the
+outbox relay publishes them. Content travels by reference only: each event names a
+content-addressed blob in Postgres, so a purge that removes the blob leaves nothing of the
+document readable on any topic.
+"""
 
 from __future__ import annotations
 
@@ -10,26 +17,26 @@ from typing import Protocol
 import structlog
 
 from govindex.core import events
-from govindex.core.envelope import KafkaRecord, encode_document_event
+from govindex.core.envelope import encode_document_event
 from govindex.core.events import DocumentChanged, DocumentDeleted
 from govindex.core.hashing import sha256_hex
-from govindex.core.ports import BlobStore, EventPublisher, IngestState
+from govindex.core.ports import Emitter, IngestState, OutboxMessage
 from govindex.core.records import SourceManifest
 from govindex.core.settings import Topics
 from ingest.sources import GitSnapshot, Skipped, SourceFile, decode_text
 
 log = structlog.get_logger(__name__)
 
+INDEXER = "indexer"  # the consumer every document event waits for
+# Documents per connector transaction: a crash loses no committed batch, and a large
+# snapshot never holds one long transaction or all its contents in memory at once.
+BATCH = 256
+
 
 class Snapshot(Protocol):
     def files(self, include: Sequence[str], exclude: Sequence[str]) -> list[SourceFile]: ...
 
     def read(self, files: Sequence[SourceFile]) -> Iterator[tuple[SourceFile, bytes]]: ...
-
-
-# Events are sent in batches of this many and acknowledged together: a push of thousands
-# of files neither holds the event loop nor keeps every event's content in memory at once.
-PUBLISH_BATCH = 256
 
 
 @dataclass
@@ -54,7 +61,6 @@ class IngestContext:
     versions: Versions
     observed_at: datetime
     deletion_version: str
-    inline_limit: int
     include: Sequence[str]
     exclude: Sequence[str]
 
@@ -64,15 +70,14 @@ async def ingest_snapshot(
     ctx: IngestContext,
     *,
     state: IngestState,
-    publisher: EventPublisher,
-    blobs: BlobStore,
+    emitter: Emitter,
     progress: Callable[[int, int], None] | None = None,
 ) -> IngestReport:
     """Emit created / updated / deleted for what differs from the last emitted state.
 
     Comparing whole states (not trusting a diff) makes a first run, a re-run after a crash,
-    a force push and a missed change all converge to the snapshot. Fingerprints are recorded
-    only after the broker acknowledged the events, so a crash re-emits rather than loses.
+    a force push and a missed change all converge to the snapshot. Each batch commits its
+    events and its fingerprints together: what is recorded as emitted is in the outbox.
     """
     tenant, source = ctx.manifest.tenant, ctx.manifest.source_id
     present = {f.doc_id: f for f in snapshot.files(ctx.include, ctx.exclude)}
@@ -82,32 +87,35 @@ async def ingest_snapshot(
     gone = sorted(set(known) - set(present))
     report.unchanged = len(present) - len(changed)
     texts = _decode(snapshot, changed, report)
-    sequences = await state.reserve_sequences(tenant, source, [f.doc_id for f, _ in texts] + gone)
     versions = ctx.versions([f for f, _ in texts])
-    emitter = _Emitter(publisher, ctx.topics.documents, len(texts) + len(gone), progress)
-    seen: dict[str, str | None] = {}
-    for file, text in texts:
-        op = "updated" if file.doc_id in known else "created"
-        version = versions.get(file.doc_id, (ctx.deletion_version, ctx.observed_at))
-        payload = await _changed(ctx, file, text, sequences[file.doc_id], version, blobs)
-        event_type = events.DOCUMENT_UPDATED if op == "updated" else events.DOCUMENT_CREATED
-        # The previous fingerprint is part of the identity so A -> B -> A is three changes.
-        await emitter.emit(_record(event_type, payload, f"{op}:{known.get(file.doc_id, '')}"))
-        (report.updated if op == "updated" else report.created).append(file.doc_id)
-        seen[file.doc_id] = file.fingerprint
-    for doc_id in gone:
-        deleted = DocumentDeleted(
-            tenant_id=tenant,
-            source_id=source,
-            doc_id=doc_id,
-            source_version=ctx.deletion_version,
-            sequence=sequences[doc_id],
-            deleted_at=ctx.observed_at,
-        )
-        await emitter.emit(_record(events.DOCUMENT_DELETED, deleted, "deleted"))
-        report.deleted.append(doc_id)
-        seen[doc_id] = None
-    await state.record(tenant, source, seen)
+    work: list[tuple[str, tuple[SourceFile, str] | None]] = [
+        (file.doc_id, (file, text)) for file, text in texts
+    ] + [(doc_id, None) for doc_id in gone]
+    for start in range(0, len(work), BATCH):
+        batch = work[start : start + BATCH]
+        async with emitter.transaction() as tx:
+            sequences = await tx.reserve_sequences(tenant, source, [d for d, _ in batch])
+            messages: list[OutboxMessage] = []
+            blobs: list[tuple[str, str]] = []
+            seen: dict[str, str | None] = {}
+            for doc_id, item in batch:
+                if item is None:
+                    messages.append(_deletion(ctx, doc_id, sequences[doc_id]))
+                    report.deleted.append(doc_id)
+                    seen[doc_id] = None
+                    continue
+                file, text = item
+                version = versions.get(doc_id, (ctx.deletion_version, ctx.observed_at))
+                prior = known.get(doc_id)
+                messages.append(_change(ctx, file, text, sequences[doc_id], version, prior))
+                blobs.append((sha256_hex(text), text))
+                (report.created if prior is None else report.updated).append(doc_id)
+                seen[doc_id] = file.fingerprint
+            await tx.put_blobs(blobs)
+            await tx.emit(messages)
+            await tx.record(tenant, source, seen)
+        if progress:
+            progress(start + len(batch), len(work))
     return report
 
 
@@ -126,21 +134,18 @@ def _decode(
     return texts
 
 
-async def _changed(
+def _change(
     ctx: IngestContext,
     file: SourceFile,
     text: str,
     sequence: int,
     version: tuple[str, datetime],
-    blobs: BlobStore,
-) -> DocumentChanged:
-    """The payload of a create/update; content over the inline limit goes by claim check."""
+    prior: str | None,
+) -> OutboxMessage:
+    """A create or update; its content goes in as a blob in the same transaction."""
     content_hash = sha256_hex(text)
-    inline = len(text.encode()) <= ctx.inline_limit
-    if not inline:
-        await blobs.put_blob(content_hash, text)
     source_version, observed_at = version
-    return DocumentChanged(
+    payload = DocumentChanged(
         tenant_id=ctx.manifest.tenant,
         source_id=ctx.manifest.source_id,
         doc_id=file.doc_id,
@@ -148,36 +153,42 @@ async def _changed(
         sequence=sequence,
         observed_at=observed_at,
         content_hash=content_hash,
-        content=text if inline else None,
-        content_ref=None if inline else content_hash,
+        content_ref=content_hash,
         media_type="text/markdown" if file.doc_id.endswith((".md", ".markdown")) else "text/plain",
         path=file.doc_id,
     )
+    op = "created" if prior is None else "updated"
+    event_type = events.DOCUMENT_CREATED if prior is None else events.DOCUMENT_UPDATED
+    # The previous fingerprint is part of the identity so A -> B -> A is three changes.
+    return document_message(ctx.topics, event_type, payload, f"{op}:{prior or ''}")
 
 
-class _Emitter:
-    """Sends records in batches of PUBLISH_BATCH, waiting for the broker on each batch."""
+def _deletion(ctx: IngestContext, doc_id: str, sequence: int) -> OutboxMessage:
+    payload = DocumentDeleted(
+        tenant_id=ctx.manifest.tenant,
+        source_id=ctx.manifest.source_id,
+        doc_id=doc_id,
+        source_version=ctx.deletion_version,
+        sequence=sequence,
+        deleted_at=ctx.observed_at,
+    )
+    return document_message(ctx.topics, events.DOCUMENT_DELETED, payload, "deleted")
 
-    def __init__(
-        self,
-        publisher: EventPublisher,
-        topic: str,
-        total: int,
-        progress: Callable[[int, int], None] | None,
-    ) -> None:
-        self._publisher, self._topic, self._total = publisher, topic, total
-        self._progress = progress
-        self._batch: list[KafkaRecord] = []
-        self._done = 0
 
-    async def emit(self, record: KafkaRecord) -> None:
-        self._batch.append(record)
-        self._done += 1
-        if len(self._batch) >= PUBLISH_BATCH or self._done == self._total:
-            await self._publisher.publish_many(self._topic, self._batch)
-            self._batch = []
-        if self._progress:
-            self._progress(self._done, self._total)
+def document_message(
+    topics: Topics, event_type: str, payload: DocumentChanged | DocumentDeleted, op: str
+) -> OutboxMessage:
+    """A document event for the outbox, pending until the indexer applied it."""
+    when = payload.observed_at if isinstance(payload, DocumentChanged) else payload.deleted_at
+    return OutboxMessage(
+        topics.documents,
+        encode_document_event(event_type, payload, op=op, time=when),
+        awaits=INDEXER,
+        tenant_id=payload.tenant_id,
+        source_id=payload.source_id,
+        content_hash=payload.content_ref if isinstance(payload, DocumentChanged) else None,
+        sequence=payload.sequence,
+    )
 
 
 def git_versions(snapshot: GitSnapshot) -> Versions:
@@ -200,11 +211,18 @@ def fingerprint_versions(observed_at: datetime) -> Versions:
     return versions
 
 
-def _record(
-    event_type: str, payload: DocumentChanged | DocumentDeleted, change: str
-) -> KafkaRecord:
-    when = payload.observed_at if isinstance(payload, DocumentChanged) else payload.deleted_at
-    return encode_document_event(event_type, payload, op=change, time=when)
+def _operator_deletion(
+    manifest: SourceManifest, doc_id: str, sequence: int, deleted_at: datetime, reason: str
+) -> DocumentDeleted:
+    return DocumentDeleted(
+        tenant_id=manifest.tenant,
+        source_id=manifest.source_id,
+        doc_id=doc_id,
+        source_version=f"operator:{deleted_at.astimezone(UTC):%Y%m%dT%H%M%S.%fZ}",
+        sequence=sequence,
+        deleted_at=deleted_at,
+        reason=reason,
+    )
 
 
 async def delete_document(
@@ -212,25 +230,17 @@ async def delete_document(
     doc_id: str,
     *,
     topics: Topics,
-    state: IngestState,
-    publisher: EventPublisher,
+    emitter: Emitter,
     deleted_at: datetime,
     reason: str,
 ) -> int:
     """Emit a tombstone for one document at its next sequence; return that sequence."""
     tenant, source = manifest.tenant, manifest.source_id
-    sequence = (await state.reserve_sequences(tenant, source, [doc_id]))[doc_id]
-    payload = DocumentDeleted(
-        tenant_id=tenant,
-        source_id=source,
-        doc_id=doc_id,
-        source_version=f"operator:{deleted_at.astimezone(UTC):%Y%m%dT%H%M%S.%fZ}",
-        sequence=sequence,
-        deleted_at=deleted_at,
-        reason=reason,
-    )
-    await publisher.publish(topics.documents, _record(events.DOCUMENT_DELETED, payload, "deleted"))
-    await state.record(tenant, source, {doc_id: None})
+    async with emitter.transaction() as tx:
+        sequence = (await tx.reserve_sequences(tenant, source, [doc_id]))[doc_id]
+        payload = _operator_deletion(manifest, doc_id, sequence, deleted_at, reason)
+        await tx.emit([document_message(topics, events.DOCUMENT_DELETED, payload, "deleted")])
+        await tx.record(tenant, source, {doc_id: None})
     return sequence
 
 
@@ -239,8 +249,7 @@ async def delete_source(
     *,
     held: dict[str, int],
     topics: Topics,
-    state: IngestState,
-    publisher: EventPublisher,
+    emitter: Emitter,
     deleted_at: datetime,
     reason: str,
 ) -> list[str]:
@@ -248,21 +257,21 @@ async def delete_source(
     last applied sequence), each above what the index applied, so none is stale."""
     tenant, source = manifest.tenant, manifest.source_id
     doc_ids = sorted(held)
-    await state.raise_sequences(tenant, source, held)
-    sequences = await state.reserve_sequences(tenant, source, doc_ids)
-    records = []
-    for doc_id in doc_ids:
-        payload = DocumentDeleted(
-            tenant_id=tenant,
-            source_id=source,
-            doc_id=doc_id,
-            source_version=f"operator:{deleted_at.astimezone(UTC):%Y%m%dT%H%M%S.%fZ}",
-            sequence=sequences[doc_id],
-            deleted_at=deleted_at,
-            reason=reason,
-        )
-        records.append(_record(events.DOCUMENT_DELETED, payload, reason))
-    for start in range(0, len(records), PUBLISH_BATCH):
-        await publisher.publish_many(topics.documents, records[start : start + PUBLISH_BATCH])
-    await state.record(tenant, source, dict.fromkeys(doc_ids))
+    for start in range(0, len(doc_ids), BATCH):
+        batch = doc_ids[start : start + BATCH]
+        async with emitter.transaction() as tx:
+            await tx.raise_sequences(tenant, source, {d: held[d] for d in batch})
+            sequences = await tx.reserve_sequences(tenant, source, batch)
+            await tx.emit(
+                [
+                    document_message(
+                        topics,
+                        events.DOCUMENT_DELETED,
+                        _operator_deletion(manifest, d, sequences[d], deleted_at, reason),
+                        reason,
+                    )
+                    for d in batch
+                ]
+            )
+            await tx.record(tenant, source, dict.fromkeys(batch))
     return doc_ids

@@ -21,12 +21,10 @@ import structlog
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from govindex.core.hashing import sha256_hex
 from govindex.core.ports import (
-    BlobStore,
     ConnectorState,
     Deliveries,
-    EventPublisher,
+    Emitter,
     LineageRegistry,
     SourceCatalog,
 )
@@ -37,10 +35,10 @@ from ingest.handlers import (
     IngestReport,
     Versions,
     git_versions,
-    ingest_snapshot,
 )
 from ingest.mirror import GitMirror
-from ingest.sources import GitSnapshot, SourceFile, decode_text
+from ingest.reconcile import Drift, SourceView, reconcile, sync
+from ingest.sources import GitSnapshot, SourceFile
 from ingest.webhooks import Provider, WebhookRefused, event_kind, is_push, parse_push, verify
 
 log = structlog.get_logger(__name__)
@@ -60,36 +58,29 @@ class EmptySnapshot:
 class ReceiverPorts:
     sources: SourceCatalog
     state: ConnectorState
-    blobs: BlobStore
+    emitter: Emitter
     deliveries: Deliveries
     lineage: LineageRegistry
-    publisher: EventPublisher
     topics: Topics
     mirrors: Path
-    inline_limit: int
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
 
     def lock(self, source_id: str) -> asyncio.Lock:
         return self._locks.setdefault(source_id, asyncio.Lock())
 
 
-async def sync_source(manifest: SourceManifest, ports: ReceiverPorts) -> IngestReport:
-    """Bring the index of a git source to its branch head (or empty it if the branch is gone).
-
-    Callers hold `ports.lock(source_id)`.
-    """
+async def git_view(manifest: SourceManifest, ports: ReceiverPorts) -> SourceView:
+    """The branch head of a git source's mirror, fetched now (empty if the branch is gone)."""
     assert manifest.git is not None
     git = manifest.git
     mirror = GitMirror(ports.mirrors, manifest.source_id, git.remote_url)
     await asyncio.to_thread(mirror.fetch)
     head = await asyncio.to_thread(mirror.head, git.branch)
-    state = ports.state
-    now = datetime.now(UTC)
     snapshot: Any
     versions: Versions
     if head is None:
         snapshot, versions = EmptySnapshot(), (lambda files: {})
-        observed, deletion_version = now, f"branch-deleted:{git.branch}"
+        observed, deletion_version = datetime.now(UTC), f"branch-deleted:{git.branch}"
     else:
         snapshot = await asyncio.to_thread(GitSnapshot, mirror.path, head)
         versions = git_versions(snapshot)
@@ -100,58 +91,30 @@ async def sync_source(manifest: SourceManifest, ports: ReceiverPorts) -> IngestR
         versions=versions,
         observed_at=observed,
         deletion_version=deletion_version,
-        inline_limit=ports.inline_limit,
         include=tuple(git.include),
         exclude=tuple(git.exclude),
     )
-    report = await ingest_snapshot(
-        snapshot, ctx, state=state, publisher=ports.publisher, blobs=ports.blobs
-    )
-    await state.set_checkpoint(manifest.tenant, manifest.source_id, head or deletion_version)
-    return report
+    return SourceView(snapshot, ctx, checkpoint=head or deletion_version)
 
 
-@dataclass(frozen=True)
-class Drift:
-    """Where the index disagrees with the branch head."""
+async def sync_source(manifest: SourceManifest, ports: ReceiverPorts) -> IngestReport:
+    """Bring the index of a git source to its branch head (or empty it if the branch is gone).
 
-    missing_or_stale: list[str]
-    only_in_index: list[str]
+    Callers hold `ports.lock(source_id)`.
+    """
+    return await sync(await git_view(manifest, ports), ports.state, ports.emitter)
 
 
 async def reconcile_source(
     manifest: SourceManifest, ports: ReceiverPorts
 ) -> tuple[Drift, IngestReport]:
-    """Compare the branch head with what the index holds (not with what the connector last
-    emitted) and emit the creates, updates and deletes that make them equal.
+    """Make the index equal to a git source's branch head (see `ingest.reconcile`).
 
     The backstop for a missed webhook, a lost event or a dead-lettered one.
     """
-    assert manifest.git is not None
-    git = manifest.git
     async with ports.lock(manifest.source_id):
-        mirror = GitMirror(ports.mirrors, manifest.source_id, git.remote_url)
-        await asyncio.to_thread(mirror.fetch)
-        head = await asyncio.to_thread(mirror.head, git.branch)
-        tree: dict[str, str] = {}
-        if head is not None:
-            snapshot = await asyncio.to_thread(GitSnapshot, mirror.path, head)
-            files = snapshot.files(git.include, git.exclude)
-            for file, data in snapshot.read(files):
-                text = decode_text(data, file.doc_id)
-                if isinstance(text, str):
-                    tree[file.doc_id] = sha256_hex(text)
-        held, applied = await ports.sources.index_state(manifest.source_id)
-        drift = Drift(
-            missing_or_stale=sorted(d for d, h in tree.items() if held.get(d) != h),
-            only_in_index=sorted(set(held) - set(tree)),
-        )
-        state = ports.state
-        await state.forget(manifest.tenant, manifest.source_id, drift.missing_or_stale)
-        await state.assume_present(manifest.tenant, manifest.source_id, drift.only_in_index)
-        await state.raise_sequences(manifest.tenant, manifest.source_id, applied)
-        report = await sync_source(manifest, ports)
-    return drift, report
+        view = await git_view(manifest, ports)
+        return await reconcile(view, ports.sources, ports.state, ports.emitter)
 
 
 async def handle_delivery(

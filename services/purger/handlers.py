@@ -239,6 +239,7 @@ async def revoke_access(envelope: Envelope, ports: PurgerPorts) -> int:
     evicted = 0
     if ports.cache is not None:
         evicted = await ports.cache.evict_for(revoked.key, revoked.principals)
+    await ports.store.mark_processed(CONSUMER, envelope.id)  # settles its emission
     log.info(
         "access.revoked",
         doc_key=revoked.key,

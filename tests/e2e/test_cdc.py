@@ -12,48 +12,10 @@ from kafka import KafkaProducer
 
 from govindex.adapters.kafka import ensure_topics
 from govindex.core import events
+from tests.support.cdc import DEBEZIUM_SHAPE
 from tests.support.pipeline import Pipeline, query, until
 
 pytestmark = pytest.mark.e2e
-
-# Row-level triggers write each change in Debezium's envelope (before, after, source with the
-# change's LSN, op, ts_ms) to an outbox: real row changes, Debezium's shape.
-DEBEZIUM_SHAPE = """
-CREATE TABLE runbooks (
-    id int PRIMARY KEY, title text NOT NULL, body text NOT NULL, acl text[],
-    effective_from timestamptz, effective_to timestamptz, owner text);
-CREATE TABLE cdc_outbox (id bigserial PRIMARY KEY, key jsonb, value jsonb);
-CREATE FUNCTION debezium_shape() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    src jsonb := jsonb_build_object(
-        'version', '2.7.0.Final', 'connector', 'postgresql', 'name', 'dbserver1',
-        'db', current_database(), 'schema', TG_TABLE_SCHEMA, 'table', TG_TABLE_NAME,
-        'snapshot', 'false', 'txId', txid_current(),
-        'lsn', (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint,
-        'ts_ms', (extract(epoch FROM clock_timestamp()) * 1000)::bigint);
-BEGIN
-    IF TG_OP = 'TRUNCATE' THEN
-        INSERT INTO cdc_outbox (key, value) VALUES (NULL, jsonb_build_object(
-            'before', NULL, 'after', NULL, 'op', 't', 'source', src,
-            'ts_ms', src->'ts_ms'));
-    ELSIF TG_OP = 'DELETE' THEN
-        INSERT INTO cdc_outbox (key, value) VALUES (jsonb_build_object('id', OLD.id),
-            jsonb_build_object('before', to_jsonb(OLD), 'after', NULL, 'op', 'd',
-                               'source', src, 'ts_ms', src->'ts_ms'));
-    ELSE
-        INSERT INTO cdc_outbox (key, value) VALUES (jsonb_build_object('id', NEW.id),
-            jsonb_build_object(
-                'before', CASE WHEN TG_OP = 'UPDATE' THEN to_jsonb(OLD) END,
-                'after', to_jsonb(NEW), 'op', CASE TG_OP WHEN 'INSERT' THEN 'c' ELSE 'u' END,
-                'source', src, 'ts_ms', src->'ts_ms'));
-    END IF;
-    RETURN NULL;
-END $$;
-CREATE TRIGGER runbooks_rows AFTER INSERT OR UPDATE OR DELETE ON runbooks
-    FOR EACH ROW EXECUTE FUNCTION debezium_shape();
-CREATE TRIGGER runbooks_truncate AFTER TRUNCATE ON runbooks
-    FOR EACH STATEMENT EXECUTE FUNCTION debezium_shape();
-"""
 
 
 async def settle(p: Pipeline, source: str, expected: set[str]) -> None:

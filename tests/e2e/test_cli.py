@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.pipeline import git
+from tests.support.stack import govindex, remove_stack_data
 
 pytestmark = pytest.mark.e2e
 
@@ -29,20 +30,6 @@ allowed_purposes: [support]
 trust_level: authoritative
 deletion_mode: tombstone_and_purge
 """
-
-
-def govindex(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "govindex.cli.main", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={k: v for k, v in os.environ.items() if not k.startswith("GOVINDEX_")},
-    )
-    if check and done.returncode != 0:
-        raise AssertionError(f"govindex {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
-    return done
 
 
 @pytest.fixture
@@ -72,6 +59,7 @@ def running(tmp_path: Path) -> Iterator[Path]:
     finally:
         up.send_signal(signal.SIGINT)
         out, _ = up.communicate(timeout=60)
+    remove_stack_data(tmp_path / ".govindex")
     assert up.returncode == 0, out
     assert "stack stopped" in out
     assert not (tmp_path / ".govindex" / "stack.json").exists()

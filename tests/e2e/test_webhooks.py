@@ -14,53 +14,15 @@ from typing import Any
 import aiohttp
 import pytest
 
-from govindex.core.hashing import sha256_hex
 from ingest import sources
 from ingest.app import WebhookServer
-from tests.support.pipeline import Pipeline, git, query, until
+from tests.support.pipeline import Pipeline, query, until
+from tests.support.webhooks import Remote, github_push
 
 pytestmark = pytest.mark.e2e
 
 SECRET = "s3cret-for-tests"
 ZERO = "0" * 40
-
-
-class Remote:
-    """A real git repository standing in for the provider's."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.mkdir()
-        self.git("init", "-q", "-b", "main")
-
-    def git(self, *args: str, when: str = "2025-01-01T00:00:00Z") -> str:
-        return git(self.path, *args, when=when)
-
-    def commit(self, when: str, files: dict[str, str | bytes | None]) -> str:
-        for name, content in files.items():
-            target = self.path / name
-            if content is None:
-                target.unlink()
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, bytes):
-                target.write_bytes(content)
-            else:
-                target.write_text(content)
-        self.git("add", "-A")
-        self.git("commit", "-q", "-m", f"change at {when}", when=when)
-        return self.git("rev-parse", "HEAD")
-
-    def tree(self) -> dict[str, str]:
-        """doc_id -> content hash of the indexable files at HEAD."""
-        names = self.git("ls-files").splitlines()
-        out = {}
-        for name in names:
-            data = (self.path / name).read_bytes()
-            text = sources.decode_text(data, name)
-            if name.endswith(".md") and isinstance(text, str):
-                out[name] = sha256_hex(text)
-        return out
 
 
 @pytest.fixture
@@ -119,18 +81,6 @@ async def deliver(
         ) as response,
     ):
         return response.status, await response.json()
-
-
-def github_push(repo: str, before: str, after: str, ref: str = "refs/heads/main") -> dict[str, Any]:
-    return {
-        "ref": ref,
-        "before": before,
-        "after": after,
-        "forced": False,
-        "repository": {"full_name": repo, "name": repo.split("/")[1]},
-        "commits": [],
-        "head_commit": None,
-    }
 
 
 def gitlab_push(repo: str, before: str, after: str) -> dict[str, Any]:

@@ -128,18 +128,20 @@ def ingest_path_command(
 def reconcile_command(
     source: SourceId, state_dir: StateDir = DEFAULT_DIR, log_level: LogLevel = "WARNING"
 ) -> int:
-    """Make the index equal to a git source's branch head.
+    """Make the index equal to the source: a git branch head or a folder.
 
-    Fetches the source's mirror, compares the tree at the branch head with what the index
-    holds, and emits the missing creates, updates and deletes. The backstop for a missed
-    webhook: a file deleted in git never stays searchable. Needs the manifest's `git`
-    section (remote_url, branch).
+    For a git source, fetches its mirror and compares the tree at the branch head with what
+    the index holds; for a folder source, compares the folder (the manifest's `folder.path`,
+    else where `govindex ingest path` last read it). Emits the missing creates, updates and
+    deletes, above every sequence the index applied. The backstop for a missed webhook, a
+    lost event or a crash: a file deleted in the source never stays searchable.
+    `govindex up` does this for every git and folder source at start.
     """
     settings = setup(state_dir, log_level)
     manifest, drift, report = with_runtime(settings, lambda rt: reconcile(rt, source))
-    assert manifest.git is not None
+    against = f"branch {manifest.git.branch}" if manifest.git else "its folder"
     console.print(
-        f"reconciled {source} with {manifest.git.branch}: "
+        f"reconciled {source} with {against}: "
         f"{len(drift.missing_or_stale)} missing or stale in the index, "
         f"{len(drift.only_in_index)} only in the index; emitted {len(report.created)} "
         f"created, {len(report.updated)} updated, {len(report.deleted)} deleted"

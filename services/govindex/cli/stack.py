@@ -26,6 +26,13 @@ def up(
     workers: Annotated[
         str, typer.Option(help="Comma-separated workers to run.")
     ] = "indexer,purger,cdc",
+    reconcile: Annotated[
+        bool,
+        typer.Option(
+            help="At start, compare every git and folder source with the index and emit the "
+            "difference (anti-entropy after a crash)."
+        ),
+    ] = True,
     state_dir: StateDir = DEFAULT_DIR,
     log_level: LogLevel = "INFO",
 ) -> int:
@@ -52,7 +59,7 @@ def up(
         console.print(f"govindex: starting the embedded stack in {state_dir}/ ...")
         settings = settings.model_copy(update=stack.start())
     try:
-        return asyncio.run(_serve(settings, names, stack))
+        return asyncio.run(_serve(settings, names, stack, reconcile=reconcile))
     finally:
         if stack is not None:
             stack.stop()
@@ -69,6 +76,10 @@ def worker(
         str, typer.Option(help="Address the webhook receiver listens on.")
     ] = "0.0.0.0",  # noqa: S104 - a server's job
     webhook_port: Annotated[int, typer.Option(help="Port of the webhook receiver.")] = 8080,
+    reconcile: Annotated[
+        bool,
+        typer.Option(help="At start, reconcile every git and folder source with the index."),
+    ] = False,
     state_dir: StateDir = DEFAULT_DIR,
     log_level: LogLevel = "INFO",
 ) -> int:
@@ -84,7 +95,13 @@ def worker(
     consumers = tuple(n for n in chosen if n != "webhooks")
     return asyncio.run(
         _serve(
-            settings, consumers, None, bootstrap=False, webhook_port=port, webhook_host=webhook_host
+            settings,
+            consumers,
+            None,
+            bootstrap=False,
+            webhook_port=port,
+            webhook_host=webhook_host,
+            reconcile=reconcile,
         )
     )
 
@@ -135,8 +152,9 @@ async def _serve(
     bootstrap: bool = True,
     webhook_port: int | None = None,
     webhook_host: str = "127.0.0.1",
+    reconcile: bool = False,
 ) -> int:
-    from ingest.app import WebhookServer
+    from ingest.app import WebhookServer, reconcile_all
 
     if bootstrap:
         await prepare(settings)
@@ -162,6 +180,9 @@ async def _serve(
             "Press Ctrl-C to stop.",
             soft_wrap=True,
         )
+        if reconcile:
+            for source_id, result in (await reconcile_all(rt)).items():
+                console.print(f"govindex: reconciled {source_id}: {result}", soft_wrap=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -8,7 +8,7 @@ dataclasses: they carry decided facts between layers, they are not wire models.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -44,8 +44,24 @@ class DocumentState:
 
 @dataclass(frozen=True)
 class OutboxMessage:
+    """An event to publish after the transaction that decided it commits.
+
+    With `awaits`, the event stays pending (and is re-published) until that consumer has
+    processed or dead-lettered it: the broker is a transport, never the only copy.
+    """
+
     topic: str
     record: KafkaRecord
+    awaits: str | None = None
+    tenant_id: str | None = None
+    source_id: str | None = None
+    content_hash: str | None = None  # a claim-check blob the event needs until it settles
+    sequence: int | None = None
+
+    @property
+    def event_id(self) -> str | None:
+        value = dict(self.record.headers).get("ce_id")
+        return value.decode() if value is not None else None
 
 
 @dataclass(frozen=True)
@@ -249,6 +265,8 @@ class ChunkStore(Protocol):
 
     async def chunks_of_version(self, version_id: str) -> list[Chunk]: ...
 
+    async def last_sequence(self, key: DocumentKey) -> int: ...
+
     def iter_all_chunks(self, batch: int = 500) -> AsyncIterator[list[Chunk]]: ...
 
 
@@ -338,6 +356,8 @@ class PurgeStore(Protocol):
 
     async def note_failure(self, tombstone: TombstoneRow, error: str) -> None: ...
 
+    async def mark_processed(self, consumer: str, event_id: str) -> None: ...
+
 
 class RetentionStore(Protocol):
     async def expired_versions(
@@ -418,6 +438,8 @@ class ConnectorState(IngestState, Protocol):
 
     async def set_checkpoint(self, tenant_id: str, source_id: str, position: str) -> None: ...
 
+    async def checkpoint(self, tenant_id: str, source_id: str) -> str | None: ...
+
 
 class CdcLedger(Protocol):
     """The CDC connector's per-document positions."""
@@ -441,6 +463,58 @@ class Deliveries(Protocol):
     async def seen(self, provider: str, delivery_id: str) -> bool: ...
 
     async def record(self, provider: str, delivery_id: str, sources: str) -> None: ...
+
+
+class ConnectorTransaction(Protocol):
+    """A connector's decision and the events that announce it, committed together."""
+
+    async def reserve_sequences(
+        self, tenant_id: str, source_id: str, doc_ids: Sequence[str]
+    ) -> dict[str, int]: ...
+
+    async def raise_sequences(
+        self, tenant_id: str, source_id: str, at_least: dict[str, int]
+    ) -> None: ...
+
+    async def record(self, tenant_id: str, source_id: str, seen: dict[str, str | None]) -> None: ...
+
+    async def record_position(
+        self, tenant_id: str, source_id: str, doc_id: str, sequence: int, *, deleted: bool
+    ) -> None: ...
+
+    async def record_truncate(self, tenant_id: str, source_id: str, sequence: int) -> None: ...
+
+    async def put_blob(self, content_hash: str, content: str) -> None: ...
+
+    async def put_blobs(self, blobs: Sequence[tuple[str, str]]) -> None: ...
+
+    async def emit(self, messages: Sequence[OutboxMessage]) -> None: ...
+
+
+class Emitter(Protocol):
+    """Opens connector transactions (durable emission through the outbox)."""
+
+    def transaction(self) -> AbstractAsyncContextManager[ConnectorTransaction]: ...
+
+
+class Outbox(Protocol):
+    """Publishes committed outbox rows and keeps awaited events pending until applied."""
+
+    async def relay(
+        self, publish: Callable[[str, KafkaRecord], Awaitable[None]], limit: int = 200
+    ) -> int: ...
+
+    async def settle(self) -> int: ...
+
+    async def republish(self, after_s: float | None) -> int: ...
+
+    async def prune(self, older_than_s: float) -> int: ...
+
+
+class DeadLetterLog(Protocol):
+    """Dead-lettered events count as settled: never re-published."""
+
+    async def dead_lettered(self, consumer: str, event_id: str, reason: str) -> None: ...
 
 
 class EventPublisher(Protocol):

@@ -59,6 +59,16 @@ class GitSettings(BaseModel):
     )
 
 
+class FolderSettings(BaseModel):
+    """Where a folder source lives, so it can be reconciled without an operator."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: str = Field(min_length=1, description="the folder, absolute (or relative to the workers)")
+    include: list[str] = Field(default_factory=lambda: ["*.md", "*.markdown", "*.txt"])
+    exclude: list[str] = Field(default_factory=list)
+
+
 class CdcSettings(BaseModel):
     """How rows of one table, seen through Debezium change events, become documents."""
 
@@ -106,6 +116,7 @@ class SourceManifest(BaseModel):
     schema_version: Literal[1] = 1
     enabled: bool = True
     git: GitSettings | None = None
+    folder: FolderSettings | None = None
     cdc: CdcSettings | None = None
 
     @field_validator("default_acl")

@@ -66,7 +66,10 @@ class Settings(BaseSettings):
     namespace: str = "govindex"
     state_dir: Path = DEFAULT_STATE_DIR
     partitions: int = Field(default=3, ge=1)
-    inline_content_limit: int = Field(default=256 * 1024, ge=1024)
+    # An emitted event no consumer applied is published again after this long (doubling).
+    republish_after_s: float = Field(default=60.0, gt=0)
+    # Publish every pending event again when a relay starts (the broker may have lost it).
+    republish_on_start: bool = True
 
     @property
     def topics(self) -> Topics:

@@ -30,6 +30,10 @@ async def prepare(settings: Settings) -> int:
     """
     await prepare_servers(settings)
     async with Runtime(settings, pool_size=2) as rt:
+        # A broker that lost its log lost the CDC topics too: subscribing needs them back.
+        cdc_topics = [m.cdc.topic for m in await rt.registry.cdc_sources() if m.cdc]
+        if cdc_topics:
+            ensure_topics(rt.servers.kafka_bootstrap, cdc_topics, settings.partitions)
         await rt.index.ensure_template()
         live = await rt.index.live_generation()
         stored = await rt.generations.stored_chunks()

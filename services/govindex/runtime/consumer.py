@@ -14,7 +14,7 @@ import structlog
 
 from govindex.core.envelope import Delivery, Envelope, decode
 from govindex.core.errors import PermanentError
-from govindex.core.ports import EventPublisher
+from govindex.core.ports import DeadLetterLog, EventPublisher
 from govindex.runtime.deadletter import dead_letter
 from govindex.runtime.retry import retry_transient
 
@@ -31,9 +31,14 @@ async def process(
     consumer: str,
     dead_letters_topic: str,
     publisher: EventPublisher,
+    dead_letters: DeadLetterLog,
     raw: bool = False,
 ) -> None:
-    """Handle one record; `raw` handlers take the Delivery itself (not a CloudEvent)."""
+    """Handle one record; `raw` handlers take the Delivery itself (not a CloudEvent).
+
+    A dead letter is on its topic and, for a CloudEvent, recorded as settled in Postgres
+    before this returns (so before the offset moves): it is never re-published.
+    """
     structlog.contextvars.bind_contextvars(
         consumer=consumer,
         topic=delivery.topic,
@@ -41,8 +46,8 @@ async def process(
         offset=delivery.offset,
     )
     try:
+        target: Any = delivery
         try:
-            target: Any = delivery
             if not raw:
                 target = decode(delivery.key, delivery.value, delivery.headers)
                 structlog.contextvars.bind_contextvars(event_id=target.id)
@@ -52,6 +57,12 @@ async def process(
             await retry_transient(
                 lambda: publisher.publish(dead_letters_topic, record), what="dead-letter publish"
             )
+            if isinstance(target, Envelope):
+                event_id, reason = target.id, error.reason
+                await retry_transient(
+                    lambda: dead_letters.dead_lettered(consumer, event_id, reason),
+                    what="dead-letter record",
+                )
             log.warning("event.dead_lettered", reason=error.reason, error=str(error))
     finally:
         structlog.contextvars.unbind_contextvars(
@@ -65,6 +76,7 @@ def processor(
     consumer: str,
     dead_letters_topic: str,
     publisher: EventPublisher,
+    dead_letters: DeadLetterLog,
     raw: bool = False,
 ) -> Callable[[Delivery], Awaitable[None]]:
     """`process` bound to one handler: what a subscriber calls for each record."""
@@ -76,6 +88,7 @@ def processor(
             consumer=consumer,
             dead_letters_topic=dead_letters_topic,
             publisher=publisher,
+            dead_letters=dead_letters,
             raw=raw,
         )
 

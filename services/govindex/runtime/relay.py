@@ -1,29 +1,57 @@
-"""The outbox relay: publishes what handlers committed to the outbox, oldest first."""
+"""The outbox relay: publishes what was committed to the outbox, and re-publishes what no
+consumer has applied yet."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import time
+from dataclasses import dataclass
 
 import structlog
 
-from govindex.core.envelope import KafkaRecord
 from govindex.core.errors import TransientError
+from govindex.core.ports import EventPublisher, Outbox
 
 log = structlog.get_logger(__name__)
 
-Relay = Callable[[Callable[[str, KafkaRecord], Awaitable[None]]], Awaitable[int]]
+
+@dataclass(frozen=True)
+class RelayPolicy:
+    """`republish_after_s`: a pending event is published again after this long (doubling);
+    `republish_on_start`: every pending event is published again when the relay starts."""
+
+    idle_s: float = 0.1
+    republish_after_s: float = 60.0
+    republish_on_start: bool = True
+    maintenance_every_s: float = 1.0
+    prune_after_s: float = 86400.0
 
 
-async def relay_forever(
-    relay: Relay, publish: Callable[[str, KafkaRecord], Awaitable[None]], *, idle_s: float = 0.1
-) -> None:
+async def relay_forever(outbox: Outbox, publisher: EventPublisher, policy: RelayPolicy) -> None:
     """Run until cancelled; a failing broker or database is logged and retried."""
+    if policy.republish_on_start:
+        await _republish(outbox, None)
+    maintained = 0.0
     while True:
+        sent = 0
         try:
-            sent = await relay(publish)
+            sent = await outbox.relay(publisher.publish)
+            if time.monotonic() - maintained >= policy.maintenance_every_s:
+                maintained = time.monotonic()
+                await outbox.settle()
+                await _republish(outbox, policy.republish_after_s)
+                await outbox.prune(policy.prune_after_s)
         except TransientError as exc:
             log.warning("outbox.relay_failed", error=str(exc))
-            sent = 0
         if not sent:
-            await asyncio.sleep(idle_s)
+            await asyncio.sleep(policy.idle_s)
+
+
+async def _republish(outbox: Outbox, after_s: float | None) -> None:
+    count = await outbox.republish(after_s)
+    if count:
+        log.warning(
+            "outbox.republished",
+            events=count,
+            reason="start" if after_s is None else f"not applied within {after_s:g}s",
+        )

@@ -1,4 +1,4 @@
-"""`govindex status`: servers, topics with consumer lag, dead letters, pending purges."""
+"""`govindex status`: servers, topics with lag, dead letters, pending events and purges."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ async def collect_status(settings: Settings) -> dict[str, Any]:
         "dead_letters": None,
         "pending_purges": [],
         "outbox_pending": None,
+        "pending_events": [],
     }
     servers = report["servers"]
     servers["postgres"] = _check_postgres(settings, report)
@@ -36,6 +37,7 @@ def _check_postgres(settings: Settings, report: dict[str, Any]) -> dict[str, Any
         return {"address": settings.pg_dsn, "ok": False, "error": str(exc).strip()}
     report["pending_purges"] = summary.pop("pending_purges")
     report["outbox_pending"] = summary.pop("outbox_pending")
+    report["pending_events"] = summary.pop("pending_events")
     return {"address": settings.pg_dsn, "ok": True, **summary}
 
 
@@ -126,9 +128,21 @@ def render_status(report: dict[str, Any]) -> str:
     lines += [
         "",
         f"dead letters     {report['dead_letters']}",
-        f"outbox pending   {report['outbox_pending']}",
-        f"pending purges   {len(report['pending_purges'])}",
+        f"outbox unsent    {report['outbox_pending']}",
+        f"events pending   {sum(e['pending'] for e in report['pending_events'])}"
+        " (emitted, not yet applied)",
     ]
+    for event in report["pending_events"]:
+        again = (
+            f", {event['republished']} re-published (last {event['last_republished']:%H:%M:%S})"
+            if event["republished"] and event["last_republished"]
+            else ""
+        )
+        lines.append(
+            f"  {event['source']:<24} {event['pending']:>6} for the {event['awaits']}, "
+            f"oldest {event['oldest_s']:.0f}s{again}"
+        )
+    lines.append(f"pending purges   {len(report['pending_purges'])}")
     for purge in report["pending_purges"]:
         err = f" last error: {purge['last_error']}" if purge["last_error"] else ""
         lines.append(

@@ -18,7 +18,7 @@ from govindex.adapters.faststream import Broker, new_broker, subscribe
 from govindex.core.errors import TransientError
 from govindex.runtime.composition import Runtime
 from govindex.runtime.consumer import processor
-from govindex.runtime.relay import relay_forever
+from govindex.runtime.relay import RelayPolicy, relay_forever
 from govindex.runtime.subscription import Subscription
 
 log = structlog.get_logger(__name__)
@@ -48,7 +48,7 @@ class Workers:
 
     rt: Runtime
     run: tuple[str, ...] = WORKERS
-    relay_interval_s: float = 0.1
+    relay: RelayPolicy | None = None  # default: from settings
     _brokers: list[Broker] = field(default_factory=list)
     _relay: asyncio.Task[None] | None = None
 
@@ -69,6 +69,7 @@ class Workers:
                 consumer=sub.consumer,
                 dead_letters_topic=dead_letters,
                 publisher=publisher,
+                dead_letters=self.rt.outbox,
                 raw=sub.raw,
             )
             subscribe(
@@ -77,9 +78,13 @@ class Workers:
             self._brokers.append(broker)
         # Each broker joins its own consumer group; joining in parallel halves start-up.
         await asyncio.gather(*(broker.start() for broker in self._brokers))
+        settings = self.rt.settings
+        policy = self.relay or RelayPolicy(
+            republish_after_s=settings.republish_after_s,
+            republish_on_start=settings.republish_on_start,
+        )
         self._relay = asyncio.create_task(
-            relay_forever(self.rt.outbox.relay, publisher.publish, idle_s=self.relay_interval_s),
-            name="outbox-relay",
+            relay_forever(self.rt.outbox, publisher, policy), name="outbox-relay"
         )
         log.info("workers.started", workers=list(self.run), generation=generation)
         return generation

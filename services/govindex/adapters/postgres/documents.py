@@ -371,6 +371,14 @@ class PostgresChunkStore(PostgresAdapter):
             self._pool, "WHERE version_id = %s ORDER BY ordinal", (version_id,)
         )
 
+    async def last_sequence(self, key: DocumentKey) -> int:
+        """The highest sequence the index applied to the document (a tombstone's included)."""
+        return await self._count(
+            "SELECT last_sequence FROM documents WHERE tenant_id = %s AND source_id = %s "
+            "AND doc_id = %s",
+            _key(key),
+        )
+
     async def chunks_by_id(self, chunk_ids: Sequence[str]) -> list[Chunk]:
         return await select_chunks(self._pool, "WHERE chunk_id = ANY(%s)", (list(chunk_ids),))
 

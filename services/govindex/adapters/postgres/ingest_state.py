@@ -1,14 +1,152 @@
-"""Connector state: per-document sequences and fingerprints, checkpoints, CDC positions."""
+"""Connector state: per-document sequences and fingerprints, checkpoints, CDC positions.
+
+A connector writes its decision (sequences, fingerprints, positions) and the events that
+announce it in one `ConnectorTransaction`; the outbox relay publishes the events.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
 
-from govindex.adapters.postgres.tx import PostgresAdapter, transaction
+from psycopg import AsyncConnection
+
+from govindex.adapters.postgres.tx import Params, PostgresAdapter, Query, enqueue, transaction
+from govindex.core.ports import OutboxMessage
+
+
+class PostgresConnectorTransaction:
+    """Implements ConnectorTransaction over one open transaction."""
+
+    def __init__(self, conn: AsyncConnection[Any]) -> None:
+        self._conn = conn
+
+    async def _one(self, query: Query, params: Params) -> None:
+        await self._conn.execute(query, params)
+
+    async def _many(self, query: Query, params: Sequence[Params]) -> None:
+        if params:
+            async with self._conn.cursor() as cur:
+                await cur.executemany(query, params)
+
+    async def put_blob(self, content_hash: str, content: str) -> None:
+        await self.put_blobs([(content_hash, content)])
+
+    async def put_blobs(self, blobs: Sequence[tuple[str, str]]) -> None:
+        """Content-addressed: a blob already stored is left as it is."""
+        await self._many(
+            "INSERT INTO blobs (content_hash, content) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+            list(blobs),
+        )
+
+    async def emit(self, messages: Sequence[OutboxMessage]) -> None:
+        """Queue events in the outbox: they are published after this transaction commits."""
+        await enqueue(self._conn, messages)
+
+    async def reserve_sequences(
+        self, tenant_id: str, source_id: str, doc_ids: Sequence[str]
+    ) -> dict[str, int]:
+        """Next sequence for each document: strictly increasing, persisted, crash-safe.
+
+        Reserving burns numbers even if the events are never sent; gaps are harmless,
+        repeats would not be.
+        """
+        out: dict[str, int] = {}
+        for doc_id in doc_ids:
+            cur = await self._conn.execute(
+                "INSERT INTO ingest_documents (tenant_id, source_id, doc_id, last_sequence) "
+                "VALUES (%s, %s, %s, 1) ON CONFLICT (tenant_id, source_id, doc_id) DO UPDATE "
+                "SET last_sequence = ingest_documents.last_sequence + 1 "
+                "RETURNING last_sequence",
+                (tenant_id, source_id, doc_id),
+            )
+            row = await cur.fetchone()
+            assert row is not None  # RETURNING of an upsert always yields the row
+            out[doc_id] = int(row[0])
+        return out
+
+    async def record(self, tenant_id: str, source_id: str, seen: dict[str, str | None]) -> None:
+        """Remember what was emitted for each document (None: its deletion was emitted)."""
+        await self._many(
+            "UPDATE ingest_documents SET content_hash = %s, deleted = %s WHERE tenant_id = %s "
+            "AND source_id = %s AND doc_id = %s",
+            [(fp, fp is None, tenant_id, source_id, doc) for doc, fp in seen.items()],
+        )
+
+    async def raise_sequences(
+        self, tenant_id: str, source_id: str, at_least: dict[str, int]
+    ) -> None:
+        """Make the next sequence of each document exceed what the index already applied,
+        so events emitted to repair the index are never stale."""
+        await self._many(
+            "INSERT INTO ingest_documents (tenant_id, source_id, doc_id, last_sequence) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT (tenant_id, source_id, doc_id) DO UPDATE "
+            "SET last_sequence = greatest(ingest_documents.last_sequence, "
+            "EXCLUDED.last_sequence)",
+            [(tenant_id, source_id, doc, sequence) for doc, sequence in at_least.items()],
+        )
+
+    async def record_position(
+        self, tenant_id: str, source_id: str, doc_id: str, sequence: int, *, deleted: bool
+    ) -> None:
+        """A CDC change was emitted at `sequence` (the source position); never moves back."""
+        await self._one(
+            "INSERT INTO ingest_documents (tenant_id, source_id, doc_id, last_sequence, "
+            " content_hash, deleted) VALUES (%s, %s, %s, %s, 'cdc', %s) "
+            "ON CONFLICT (tenant_id, source_id, doc_id) DO UPDATE SET "
+            " last_sequence = greatest(ingest_documents.last_sequence, "
+            " EXCLUDED.last_sequence), deleted = CASE WHEN EXCLUDED.last_sequence >= "
+            " ingest_documents.last_sequence THEN EXCLUDED.deleted "
+            " ELSE ingest_documents.deleted END",
+            (tenant_id, source_id, doc_id, sequence, deleted),
+        )
+
+    async def record_truncate(self, tenant_id: str, source_id: str, sequence: int) -> None:
+        """The source's table was truncated at `sequence`; the mark never moves back."""
+        await self._one(
+            "INSERT INTO ingest_checkpoints (tenant_id, source_id, position) "
+            "VALUES (%s, %s, %s) ON CONFLICT (tenant_id, source_id) DO UPDATE SET "
+            "position = EXCLUDED.position, updated_at = now() "
+            "WHERE CASE WHEN ingest_checkpoints.position LIKE 'truncated:%%' "
+            "THEN split_part(ingest_checkpoints.position, ':', 2)::bigint < %s ELSE true END",
+            (tenant_id, source_id, f"truncated:{sequence}", sequence),
+        )
 
 
 class PostgresIngestState(PostgresAdapter):
-    """Implements ConnectorState (and so IngestState) and CdcLedger."""
+    """Implements ConnectorState (and so IngestState), CdcLedger and Emitter."""
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[PostgresConnectorTransaction]:
+        async with transaction(self._pool) as conn:
+            yield PostgresConnectorTransaction(conn)
+
+    async def reserve_sequences(
+        self, tenant_id: str, source_id: str, doc_ids: Sequence[str]
+    ) -> dict[str, int]:
+        async with self.transaction() as tx:
+            return await tx.reserve_sequences(tenant_id, source_id, doc_ids)
+
+    async def record(self, tenant_id: str, source_id: str, seen: dict[str, str | None]) -> None:
+        async with self.transaction() as tx:
+            await tx.record(tenant_id, source_id, seen)
+
+    async def raise_sequences(
+        self, tenant_id: str, source_id: str, at_least: dict[str, int]
+    ) -> None:
+        async with self.transaction() as tx:
+            await tx.raise_sequences(tenant_id, source_id, at_least)
+
+    async def record_position(
+        self, tenant_id: str, source_id: str, doc_id: str, sequence: int, *, deleted: bool
+    ) -> None:
+        async with self.transaction() as tx:
+            await tx.record_position(tenant_id, source_id, doc_id, sequence, deleted=deleted)
+
+    async def record_truncate(self, tenant_id: str, source_id: str, sequence: int) -> None:
+        async with self.transaction() as tx:
+            await tx.record_truncate(tenant_id, source_id, sequence)
 
     async def known(self, tenant_id: str, source_id: str) -> dict[str, str]:
         """Documents the connector last saw present, with their fingerprints ('' when forgotten
@@ -20,37 +158,6 @@ class PostgresIngestState(PostgresAdapter):
         )
         return {row[0]: row[1] for row in rows}
 
-    async def reserve_sequences(
-        self, tenant_id: str, source_id: str, doc_ids: Sequence[str]
-    ) -> dict[str, int]:
-        """Next sequence for each document: strictly increasing, persisted, crash-safe.
-
-        Reserving burns numbers even if the events are never sent; gaps are harmless,
-        repeats would not be.
-        """
-        out: dict[str, int] = {}
-        async with transaction(self._pool) as conn:
-            for doc_id in doc_ids:
-                cur = await conn.execute(
-                    "INSERT INTO ingest_documents (tenant_id, source_id, doc_id, last_sequence) "
-                    "VALUES (%s, %s, %s, 1) ON CONFLICT (tenant_id, source_id, doc_id) DO UPDATE "
-                    "SET last_sequence = ingest_documents.last_sequence + 1 "
-                    "RETURNING last_sequence",
-                    (tenant_id, source_id, doc_id),
-                )
-                row = await cur.fetchone()
-                assert row is not None  # RETURNING of an upsert always yields the row
-                out[doc_id] = int(row[0])
-        return out
-
-    async def record(self, tenant_id: str, source_id: str, seen: dict[str, str | None]) -> None:
-        """After the broker acknowledged the events: remember fingerprints (None = deleted)."""
-        await self._execute_many(
-            "UPDATE ingest_documents SET content_hash = %s, deleted = %s WHERE tenant_id = %s "
-            "AND source_id = %s AND doc_id = %s",
-            [(fp, fp is None, tenant_id, source_id, doc) for doc, fp in seen.items()],
-        )
-
     async def set_checkpoint(self, tenant_id: str, source_id: str, position: str) -> None:
         await self._execute(
             "INSERT INTO ingest_checkpoints (tenant_id, source_id, position) "
@@ -58,6 +165,13 @@ class PostgresIngestState(PostgresAdapter):
             "position = EXCLUDED.position, updated_at = now()",
             (tenant_id, source_id, position),
         )
+
+    async def checkpoint(self, tenant_id: str, source_id: str) -> str | None:
+        row = await self._row(
+            "SELECT position FROM ingest_checkpoints WHERE tenant_id = %s AND source_id = %s",
+            (tenant_id, source_id),
+        )
+        return str(row[0]) if row else None
 
     async def forget(self, tenant_id: str, source_id: str, doc_ids: Sequence[str]) -> None:
         """Drop fingerprints so the next sync emits these documents again."""
@@ -79,19 +193,6 @@ class PostgresIngestState(PostgresAdapter):
             [(tenant_id, source_id, doc_id) for doc_id in doc_ids],
         )
 
-    async def raise_sequences(
-        self, tenant_id: str, source_id: str, at_least: dict[str, int]
-    ) -> None:
-        """Make the next sequence of each document exceed what the index already applied,
-        so events emitted to repair the index are never stale."""
-        await self._execute_many(
-            "INSERT INTO ingest_documents (tenant_id, source_id, doc_id, last_sequence) "
-            "VALUES (%s, %s, %s, %s) ON CONFLICT (tenant_id, source_id, doc_id) DO UPDATE "
-            "SET last_sequence = greatest(ingest_documents.last_sequence, "
-            "EXCLUDED.last_sequence)",
-            [(tenant_id, source_id, doc, sequence) for doc, sequence in at_least.items()],
-        )
-
     async def behind(self, source_id: str) -> int:
         """Documents whose last emitted sequence the index has not applied yet (0: caught up)."""
         return await self._count(
@@ -110,21 +211,6 @@ class PostgresIngestState(PostgresAdapter):
         )
         return (int(row[0]), bool(row[1])) if row else (0, False)
 
-    async def record_position(
-        self, tenant_id: str, source_id: str, doc_id: str, sequence: int, *, deleted: bool
-    ) -> None:
-        """A CDC change was emitted at `sequence` (the source position); never moves back."""
-        await self._execute(
-            "INSERT INTO ingest_documents (tenant_id, source_id, doc_id, last_sequence, "
-            " content_hash, deleted) VALUES (%s, %s, %s, %s, 'cdc', %s) "
-            "ON CONFLICT (tenant_id, source_id, doc_id) DO UPDATE SET "
-            " last_sequence = greatest(ingest_documents.last_sequence, "
-            " EXCLUDED.last_sequence), deleted = CASE WHEN EXCLUDED.last_sequence >= "
-            " ingest_documents.last_sequence THEN EXCLUDED.deleted "
-            " ELSE ingest_documents.deleted END",
-            (tenant_id, source_id, doc_id, sequence, deleted),
-        )
-
     async def live_documents(self, tenant_id: str, source_id: str, prefix: str) -> list[str]:
         """Documents under `prefix` the connector last saw present."""
         rows = await self._rows(
@@ -133,17 +219,6 @@ class PostgresIngestState(PostgresAdapter):
             (tenant_id, source_id, prefix),
         )
         return [row[0] for row in rows]
-
-    async def record_truncate(self, tenant_id: str, source_id: str, sequence: int) -> None:
-        """The source's table was truncated at `sequence`; the mark never moves back."""
-        await self._execute(
-            "INSERT INTO ingest_checkpoints (tenant_id, source_id, position) "
-            "VALUES (%s, %s, %s) ON CONFLICT (tenant_id, source_id) DO UPDATE SET "
-            "position = EXCLUDED.position, updated_at = now() "
-            "WHERE CASE WHEN ingest_checkpoints.position LIKE 'truncated:%%' "
-            "THEN split_part(ingest_checkpoints.position, ':', 2)::bigint < %s ELSE true END",
-            (tenant_id, source_id, f"truncated:{sequence}", sequence),
-        )
 
     async def truncated_at(self, tenant_id: str, source_id: str) -> int:
         """The position of the source's last truncate, 0 if it never had one."""

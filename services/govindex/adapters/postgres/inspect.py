@@ -20,6 +20,13 @@ def postgres_summary(dsn: str) -> dict[str, Any]:
             "ORDER BY recorded_at"
         ).fetchall()
         outbox = conn.execute("SELECT count(*) FROM outbox WHERE published_at IS NULL").fetchone()
+        emitted = conn.execute(
+            "SELECT coalesce(source_id, '(none)'), awaits, count(*), "
+            " extract(epoch FROM now() - min(created_at)), "
+            " count(*) FILTER (WHERE publish_count > 1), max(republished_at) "
+            "FROM outbox WHERE awaits IS NOT NULL AND settled_at IS NULL "
+            "GROUP BY 1, 2 ORDER BY 1, 2"
+        ).fetchall()
         counts = conn.execute(
             "SELECT (SELECT count(*) FROM sources), (SELECT count(*) FROM documents "
             "WHERE state = 'active'), (SELECT count(*) FROM chunks)"
@@ -31,6 +38,17 @@ def postgres_summary(dsn: str) -> dict[str, Any]:
         "active_documents": counts[1],
         "chunks": counts[2],
         "outbox_pending": outbox[0] if outbox else None,
+        "pending_events": [
+            {
+                "source": r[0],
+                "awaits": r[1],
+                "pending": r[2],
+                "oldest_s": round(float(r[3]), 1),
+                "republished": r[4],
+                "last_republished": r[5],
+            }
+            for r in emitted
+        ],
         "pending_purges": [
             {
                 "doc": f"{r[0]}/{r[1]}/{r[2]}",

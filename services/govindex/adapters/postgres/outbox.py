@@ -1,4 +1,9 @@
-"""The transactional outbox: rows written with a decision, relayed to the broker after commit."""
+"""The transactional outbox: rows written with a decision, relayed to the broker after commit.
+
+Rows that a consumer must apply (`awaits`) stay pending until that consumer processed or
+dead-lettered their event, and are published again until then: after a restart, after a
+broker lost its log, or when one copy was simply lost.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +12,18 @@ from collections.abc import Awaitable, Callable
 from govindex.adapters.postgres.tx import PostgresAdapter, transaction
 from govindex.core.envelope import KafkaRecord
 
+# How long a published, unsettled event waits before it is published again: this many
+# seconds, doubling with each publication, at most an hour.
+MAX_REPUBLISH_S = 3600
+
 
 class PostgresOutbox(PostgresAdapter):
-    """Hands outbox rows to a publisher, oldest first; marks them once the broker has them."""
+    """Implements Outbox and DeadLetterLog."""
 
     async def relay(
         self, publish: Callable[[str, KafkaRecord], Awaitable[None]], limit: int = 200
     ) -> int:
-        """Publish up to `limit` pending rows with `await publish(topic, record)`.
+        """Publish up to `limit` unpublished rows, oldest first, with `await publish(...)`.
 
         SKIP LOCKED lets several relays run without publishing a row twice at once; a crash
         after publishing but before marking re-publishes it, which consumers dedupe by id.
@@ -35,7 +44,54 @@ class PostgresOutbox(PostgresAdapter):
                 await publish(topic, record)
             if rows:
                 await conn.execute(
-                    "UPDATE outbox SET published_at = now() WHERE id = ANY(%s)",
+                    "UPDATE outbox SET published_at = now(), publish_count = publish_count + 1 "
+                    "WHERE id = ANY(%s)",
                     ([row[0] for row in rows],),
                 )
         return len(rows)
+
+    async def settle(self) -> int:
+        """Mark pending events their consumer processed or dead-lettered; return how many."""
+        return await self._execute(
+            "UPDATE outbox o SET settled_at = now() WHERE o.awaits IS NOT NULL "
+            "AND o.settled_at IS NULL AND o.published_at IS NOT NULL AND ("
+            " EXISTS (SELECT 1 FROM processed_events p WHERE p.consumer = o.awaits "
+            "  AND p.event_id = o.event_id) OR "
+            " EXISTS (SELECT 1 FROM dead_lettered d WHERE d.consumer = o.awaits "
+            "  AND d.event_id = o.event_id))"
+        )
+
+    async def republish(self, after_s: float | None) -> int:
+        """Queue pending events for publication again; return how many.
+
+        `after_s` None: every published, unsettled event (at start, when the broker may have
+        lost its log). Otherwise those whose last publication is older than their backoff.
+        """
+        if after_s is None:
+            return await self._execute(
+                "UPDATE outbox SET published_at = NULL, republished_at = now() "
+                "WHERE awaits IS NOT NULL AND settled_at IS NULL AND published_at IS NOT NULL"
+            )
+        return await self._execute(
+            "UPDATE outbox SET published_at = NULL, republished_at = now() "
+            "WHERE awaits IS NOT NULL AND settled_at IS NULL AND published_at IS NOT NULL "
+            "AND published_at < now() - make_interval(secs => least(%s, "
+            " %s * power(2, greatest(publish_count - 1, 0))))",
+            (MAX_REPUBLISH_S, after_s),
+        )
+
+    async def prune(self, older_than_s: float) -> int:
+        """Delete rows that need nothing more: published and settled (or awaited by no one)."""
+        return await self._execute(
+            "DELETE FROM outbox WHERE published_at < now() - make_interval(secs => %s) "
+            "AND (awaits IS NULL OR settled_at IS NOT NULL)",
+            (older_than_s,),
+        )
+
+    async def dead_lettered(self, consumer: str, event_id: str, reason: str) -> None:
+        """A consumer dead-lettered an event: it is settled, never re-published."""
+        await self._execute(
+            "INSERT INTO dead_lettered (consumer, event_id, reason) VALUES (%s, %s, %s) "
+            "ON CONFLICT DO NOTHING",
+            (consumer, event_id, reason),
+        )

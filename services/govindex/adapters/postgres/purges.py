@@ -27,6 +27,24 @@ def _key(key: DocumentKey) -> tuple[str, str, str]:
     return (key.tenant_id, key.source_id, key.doc_id)
 
 
+# The claim-check blobs a purge of versions ≤ N removes: those of the emptied versions and
+# of the document's events up to N, unless content still in use needs them (a version that
+# keeps its content, or a pending event of another document or of a later re-creation).
+_DOOMED_BLOBS = sql.SQL(
+    "SELECT d.h FROM (SELECT unnest(%s::text[]) AS h UNION SELECT content_hash FROM outbox"
+    "  WHERE key = %s AND sequence <= %s AND content_hash IS NOT NULL) d"
+    " WHERE NOT EXISTS (SELECT 1 FROM document_versions v WHERE v.content_hash = d.h"
+    "  AND v.content IS NOT NULL)"
+    " AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.content_hash = d.h"
+    "  AND o.settled_at IS NULL AND (o.key <> %s OR o.sequence > %s))"
+)
+
+
+def _blob_params(key: DocumentKey, sequence: int) -> tuple[str, int, str, int]:
+    doc = f"{key.tenant_id}/{key.source_id}/{key.doc_id}"
+    return doc, sequence, doc, sequence
+
+
 class PostgresPurgeStore(PostgresAdapter):
     """What the purger needs from Postgres (implements PurgeStore and RetentionStore)."""
 
@@ -77,20 +95,22 @@ class PostgresPurgeStore(PostgresAdapter):
                 params,
             )
             hashes = [row[0] for row in await cur.fetchall()]
-            if hashes:
-                # A claim-check blob goes when no version that still has content uses it.
-                await conn.execute(
-                    "DELETE FROM blobs b WHERE b.content_hash = ANY(%s) AND NOT EXISTS ("
-                    " SELECT 1 FROM document_versions v WHERE v.content_hash = b.content_hash"
-                    " AND v.content IS NOT NULL)",
-                    (hashes,),
-                )
+            await conn.execute(
+                sql.SQL("DELETE FROM blobs b WHERE b.content_hash IN ({})").format(_DOOMED_BLOBS),
+                (hashes, *_blob_params(key, sequence)),
+            )
         return chunks, len(hashes)
 
     async def content_remaining(self, key: DocumentKey, sequence: int) -> int:
         """Read-back: rows that still hold content of versions ≤ sequence."""
         chunks, versions = await self.remaining(key, sequence, current_only=False)
-        return chunks + versions
+        blobs = await self._count(
+            sql.SQL("SELECT count(*) FROM blobs b WHERE b.content_hash IN ({})").format(
+                _DOOMED_BLOBS
+            ),
+            ([], *_blob_params(key, sequence)),
+        )
+        return chunks + versions + blobs
 
     async def remaining(
         self, key: DocumentKey, sequence: int, *, current_only: bool
@@ -134,6 +154,11 @@ class PostgresPurgeStore(PostgresAdapter):
             )
             await enqueue(conn, announce)
         return True
+
+    async def mark_processed(self, consumer: str, event_id: str) -> None:
+        """Record that `consumer` processed `event_id` (an effect outside Postgres, done)."""
+        async with transaction(self._pool) as conn:
+            await claim_event(conn, consumer, event_id)
 
     async def note_failure(self, tombstone: TombstoneRow, error: str) -> None:
         await self._execute(

@@ -69,13 +69,20 @@ async def enqueue(conn: AsyncConnection[Any], messages: Sequence[OutboxMessage])
         return
     async with conn.cursor() as cur:
         await cur.executemany(
-            "INSERT INTO outbox (topic, key, value, headers) VALUES (%s, %s, %s, %s)",
+            "INSERT INTO outbox (topic, key, value, headers, event_id, awaits, tenant_id, "
+            " source_id, content_hash, sequence) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             [
                 (
                     m.topic,
                     (m.record.key or b"").decode(),
                     m.record.value,
                     Jsonb([[name, value.decode()] for name, value in m.record.headers]),
+                    m.event_id,
+                    m.awaits,
+                    m.tenant_id,
+                    m.source_id,
+                    m.content_hash,
+                    m.sequence,
                 )
                 for m in messages
             ],

@@ -36,7 +36,7 @@ COMMITS = (
 
 def run_demo() -> int:
     root = Path(tempfile.mkdtemp(prefix="govindex-demo-"))
-    stack = EmbeddedStack(root / "state", namespace="demo")
+    stack = EmbeddedStack(root / "state", namespace="demo", durable=False)
     try:
         print(
             "1. Starting the embedded stack (PostgreSQL, Kafka-compatible broker, "
