@@ -14,22 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.builders import MANIFEST_YAML
 from tests.support.pipeline import git
 from tests.support.stack import govindex, remove_stack_data
 
 pytestmark = pytest.mark.e2e
 
-MANIFEST = """\
-source_id: handbook
-tenant: acme
-source_type: git
-owner_team: platform
-classification: internal
-default_acl: ["group:eng"]
-allowed_purposes: [support]
-trust_level: authoritative
-deletion_mode: tombstone_and_purge
-"""
+MANIFEST = "source_id: handbook\nsource_type: git\n" + MANIFEST_YAML
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.builders import MANIFEST_YAML
 from tests.support.stack import (
     UpProcess,
     blobs_of,
@@ -32,19 +33,7 @@ from tests.support.stack import (
 pytestmark = pytest.mark.e2e
 
 RUNS = 5
-MANIFEST = """\
-source_id: notes
-tenant: acme
-source_type: folder
-owner_team: platform
-classification: internal
-default_acl: ["group:eng"]
-allowed_purposes: [support]
-trust_level: authoritative
-deletion_mode: tombstone_and_purge
-folder:
-  path: {path}
-"""
+MANIFEST = "source_id: notes\nsource_type: folder\nfolder:\n  path: {path}\n" + MANIFEST_YAML
 KILL_POINTS = ("during the ingest", "as the ingest reports", "while the workers apply it")
 
 

@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from govindex.adapters.kafka import ensure_topics
+from tests.support.builders import MANIFEST_YAML
 from tests.support.cdc import DEBEZIUM_SHAPE, ship_rows
 from tests.support.stack import UpProcess, converged, govindex, remove_stack_data
 from tests.support.webhooks import Remote, github_push, post_github_push
@@ -21,15 +22,6 @@ from tests.support.webhooks import Remote, github_push, post_github_push
 pytestmark = pytest.mark.e2e
 
 SECRET = "crash-test-secret"
-COMMON = """\
-tenant: acme
-owner_team: platform
-classification: internal
-default_acl: ["group:eng"]
-allowed_purposes: [support]
-trust_level: authoritative
-deletion_mode: tombstone_and_purge
-"""
 
 
 def _kill_during(up: UpProcess, rng: random.Random, work: Any) -> str:
@@ -60,7 +52,7 @@ def test_a_webhook_push_survives_a_whole_stack_crash(
     first = remote.commit(
         "2025-01-01T00:00:00Z", {f"r{n}.md": f"# R{n}\nv1 {n}\n" for n in range(40)}
     )
-    manifest = COMMON + (
+    manifest = MANIFEST_YAML + (
         "source_id: hooks\nsource_type: git\ngit:\n  repository: acme/handbook\n"
         f"  remote_url: {remote.path}\n  branch: main\n  include: ['*.md']\n"
         "  webhook_secret_env: CRASH_HOOK_SECRET\n"
@@ -115,7 +107,7 @@ def test_a_cdc_batch_survives_a_whole_stack_crash(tmp_path: Path) -> None:
         topic = "dbserver1.public.runbooks"
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(DEBEZIUM_SHAPE)
-        manifest = COMMON + (
+        manifest = MANIFEST_YAML + (
             "source_id: rows\nsource_type: cdc\nparser: markdown\ncdc:\n"
             f"  topic: {topic}\n  table: public.runbooks\n  id_columns: [id]\n"
             '  text_template: "# {title}\\n\\n{body}\\n"\n'

@@ -97,3 +97,15 @@ OTHER = "# Failover\nPromote the standby with the new tool.\n"
 def unique(prefix: str) -> str:
     """A name no other test uses (tests share the servers, never their data)."""
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+# The fields every test manifest shares, as YAML a person would write.
+MANIFEST_YAML = """\
+tenant: acme
+owner_team: platform
+classification: internal
+default_acl: ["group:eng"]
+allowed_purposes: [support]
+trust_level: authoritative
+deletion_mode: tombstone_and_purge
+"""
