@@ -4,6 +4,7 @@ consumer has applied yet."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass
 
@@ -27,12 +28,18 @@ class RelayPolicy:
     prune_after_s: float = 86400.0
 
 
-async def relay_forever(outbox: Outbox, publisher: EventPublisher, policy: RelayPolicy) -> None:
-    """Run until cancelled; a failing broker or database is logged and retried."""
+async def relay_forever(
+    outbox: Outbox, publisher: EventPublisher, policy: RelayPolicy, stop: asyncio.Event
+) -> None:
+    """Run until `stop` is set; a failing broker or database is logged and retried.
+
+    Stopped by an event, not by cancelling: a cancellation that lands inside the database
+    driver can be absorbed there, and a relay that never sees it never ends.
+    """
     if policy.republish_on_start:
         await _republish(outbox, None)
     maintained = 0.0
-    while True:
+    while not stop.is_set():
         sent = 0
         try:
             sent = await outbox.relay(publisher.publish)
@@ -44,7 +51,8 @@ async def relay_forever(outbox: Outbox, publisher: EventPublisher, policy: Relay
         except TransientError as exc:
             log.warning("outbox.relay_failed", error=str(exc))
         if not sent:
-            await asyncio.sleep(policy.idle_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), policy.idle_s)
 
 
 async def _republish(outbox: Outbox, after_s: float | None) -> None:

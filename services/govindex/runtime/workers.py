@@ -24,6 +24,7 @@ from govindex.runtime.subscription import Subscription
 log = structlog.get_logger(__name__)
 
 WORKERS = ("indexer", "purger", "cdc")
+RELAY_STOP_S = 30.0  # a relay round publishes at most 200 rows
 
 
 async def subscriptions(rt: Runtime, names: Sequence[str], generation: int) -> list[Subscription]:
@@ -51,6 +52,7 @@ class Workers:
     relay: RelayPolicy | None = None  # default: from settings
     _brokers: list[Broker] = field(default_factory=list)
     _relay: asyncio.Task[None] | None = None
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def start(self) -> int:
         """Subscribe and join the groups; returns the index generation written to."""
@@ -84,16 +86,21 @@ class Workers:
             republish_on_start=settings.republish_on_start,
         )
         self._relay = asyncio.create_task(
-            relay_forever(self.rt.outbox, publisher, policy), name="outbox-relay"
+            relay_forever(self.rt.outbox, publisher, policy, self._stop), name="outbox-relay"
         )
         log.info("workers.started", workers=list(self.run), generation=generation)
         return generation
 
     async def stop(self) -> None:
         if self._relay is not None:
-            self._relay.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._relay
+            self._stop.set()
+            try:  # the relay ends its current round and returns
+                await asyncio.wait_for(asyncio.shield(self._relay), RELAY_STOP_S)
+            except TimeoutError:
+                log.warning("outbox.relay_stop_timeout", seconds=RELAY_STOP_S)
+                self._relay.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._relay
         for broker in self._brokers:
             await broker.stop()
         self._brokers.clear()
