@@ -58,7 +58,7 @@ async def _index(rt: Runtime, settings: Settings) -> Any:
 
 TestPostgresSourceRegistry = bound(SourceRegistryContract, "registry", lambda rt, _: rt.registry)
 TestPostgresChunkStore = bound(ChunkStoreContract, "store", lambda rt, _: rt.chunks)
-TestPostgresBlobStore = bound(BlobStoreContract, "blobs", lambda rt, _: rt.blobs)
+TestPostgresBlobStore = bound(BlobStoreContract, "blobs", lambda rt, _: (rt.ingest_state, rt.blobs))
 TestPostgresPurgeStore = bound(PurgeStoreContract, "stores", lambda rt, _: (rt.chunks, rt.purges))
 TestPostgresLineage = bound(LineageContract, "lineage", lambda rt, _: rt.lineage)
 TestPostgresIngestState = bound(ConnectorStateContract, "state", lambda rt, _: rt.ingest_state)

@@ -271,9 +271,7 @@ class ChunkStore(Protocol):
 
 
 class BlobStore(Protocol):
-    """Content-addressed claim-check blobs (DESIGN §4)."""
-
-    async def put_blob(self, content_hash: str, content: str) -> None: ...
+    """Content-addressed claim-check blobs (DESIGN §4); written by ConnectorTransaction."""
 
     async def blob(self, content_hash: str) -> str | None: ...
 
@@ -412,23 +410,17 @@ class LineageRegistry(Protocol):
 
 
 class IngestState(Protocol):
-    """A connector's memory: per-document sequences and fingerprints, checkpoints."""
+    """What a connector last emitted; it writes through a ConnectorTransaction."""
 
     async def known(self, tenant_id: str, source_id: str) -> dict[str, str]: ...
-
-    async def reserve_sequences(
-        self, tenant_id: str, source_id: str, doc_ids: Sequence[str]
-    ) -> dict[str, int]: ...
-
-    async def record(self, tenant_id: str, source_id: str, seen: dict[str, str | None]) -> None: ...
-
-    async def raise_sequences(
-        self, tenant_id: str, source_id: str, at_least: dict[str, int]
-    ) -> None: ...
 
 
 class ConnectorState(IngestState, Protocol):
     """What a connector that reconciles against the index also needs."""
+
+    async def raise_sequences(
+        self, tenant_id: str, source_id: str, at_least: dict[str, int]
+    ) -> None: ...
 
     async def forget(self, tenant_id: str, source_id: str, doc_ids: Sequence[str]) -> None: ...
 
@@ -442,17 +434,11 @@ class ConnectorState(IngestState, Protocol):
 
 
 class CdcLedger(Protocol):
-    """The CDC connector's per-document positions."""
+    """The CDC connector's per-document positions (written through a ConnectorTransaction)."""
 
     async def ledger(self, tenant_id: str, source_id: str, doc_id: str) -> tuple[int, bool]: ...
 
-    async def record_position(
-        self, tenant_id: str, source_id: str, doc_id: str, sequence: int, *, deleted: bool
-    ) -> None: ...
-
     async def live_documents(self, tenant_id: str, source_id: str, prefix: str) -> list[str]: ...
-
-    async def record_truncate(self, tenant_id: str, source_id: str, sequence: int) -> None: ...
 
     async def truncated_at(self, tenant_id: str, source_id: str) -> int: ...
 

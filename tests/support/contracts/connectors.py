@@ -13,25 +13,30 @@ from tests.support.builders import unique
 class ConnectorStateContract:
     """ConnectorState and CdcLedger: sequences only grow, fingerprints follow the record.
 
-    Needs the fixture `state`.
+    Needs the fixture `state`: it is also the Emitter whose transactions write it.
     """
 
     async def test_sequences_strictly_increase_and_can_be_raised(self, state: Any) -> None:
         memory: ConnectorState = state
         tenant, source = unique("t"), unique("s")
-        first = await memory.reserve_sequences(tenant, source, ["a", "b"])
-        second = await memory.reserve_sequences(tenant, source, ["a"])
+        async with state.transaction() as tx:
+            first = await tx.reserve_sequences(tenant, source, ["a", "b"])
+        async with state.transaction() as tx:
+            second = await tx.reserve_sequences(tenant, source, ["a"])
         assert first == {"a": 1, "b": 1} and second == {"a": 2}
         await memory.raise_sequences(tenant, source, {"a": 40, "b": 0})
-        assert await memory.reserve_sequences(tenant, source, ["a", "b"]) == {"a": 41, "b": 2}
+        async with state.transaction() as tx:
+            assert await tx.reserve_sequences(tenant, source, ["a", "b"]) == {"a": 41, "b": 2}
 
     async def test_known_follows_what_was_recorded_and_forgotten(self, state: Any) -> None:
         memory: ConnectorState = state
         tenant, source = unique("t"), unique("s")
-        await memory.reserve_sequences(tenant, source, ["a", "b"])
-        await memory.record(tenant, source, {"a": "fp-a", "b": "fp-b"})
+        async with state.transaction() as tx:
+            await tx.reserve_sequences(tenant, source, ["a", "b"])
+            await tx.record(tenant, source, {"a": "fp-a", "b": "fp-b"})
         assert await memory.known(tenant, source) == {"a": "fp-a", "b": "fp-b"}
-        await memory.record(tenant, source, {"b": None})
+        async with state.transaction() as tx:
+            await tx.record(tenant, source, {"b": None})
         await memory.forget(tenant, source, ["a"])
         assert await memory.known(tenant, source) == {"a": ""}
         await memory.assume_present(tenant, source, ["z"])
@@ -41,21 +46,28 @@ class ConnectorStateContract:
         ledger: CdcLedger = state
         tenant, source = unique("t"), unique("s")
         assert await ledger.ledger(tenant, source, "t/1") == (0, False)
-        await ledger.record_position(tenant, source, "t/1", 200, deleted=False)
-        await ledger.record_position(tenant, source, "t/1", 100, deleted=True)  # late, older
+        async with state.transaction() as tx:
+            await tx.record_position(tenant, source, "t/1", 200, deleted=False)
+        async with state.transaction() as tx:
+            await tx.record_position(tenant, source, "t/1", 100, deleted=True)  # late, older
         assert await ledger.ledger(tenant, source, "t/1") == (200, False)
-        await ledger.record_position(tenant, source, "t/2", 300, deleted=False)
-        await ledger.record_position(tenant, source, "t/1", 400, deleted=True)
+        async with state.transaction() as tx:
+            await tx.record_position(tenant, source, "t/2", 300, deleted=False)
+        async with state.transaction() as tx:
+            await tx.record_position(tenant, source, "t/1", 400, deleted=True)
         assert await ledger.live_documents(tenant, source, "t/") == ["t/2"]
 
     async def test_a_truncate_mark_only_moves_forward(self, state: Any) -> None:
         ledger: CdcLedger = state
         tenant, source = unique("t"), unique("s")
         assert await ledger.truncated_at(tenant, source) == 0
-        await ledger.record_truncate(tenant, source, 500)
-        await ledger.record_truncate(tenant, source, 300)  # an older truncate, late
+        async with state.transaction() as tx:
+            await tx.record_truncate(tenant, source, 500)
+        async with state.transaction() as tx:
+            await tx.record_truncate(tenant, source, 300)  # an older truncate, late
         assert await ledger.truncated_at(tenant, source) == 500
-        await ledger.record_truncate(tenant, source, 900)
+        async with state.transaction() as tx:
+            await tx.record_truncate(tenant, source, 900)
         assert await ledger.truncated_at(tenant, source) == 900
 
 

@@ -115,38 +115,19 @@ class PostgresConnectorTransaction:
 
 
 class PostgresIngestState(PostgresAdapter):
-    """Implements ConnectorState (and so IngestState), CdcLedger and Emitter."""
+    """Implements ConnectorState (and so IngestState), CdcLedger and Emitter: reads here,
+    writes through `transaction()`."""
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[PostgresConnectorTransaction]:
         async with transaction(self._pool) as conn:
             yield PostgresConnectorTransaction(conn)
 
-    async def reserve_sequences(
-        self, tenant_id: str, source_id: str, doc_ids: Sequence[str]
-    ) -> dict[str, int]:
-        async with self.transaction() as tx:
-            return await tx.reserve_sequences(tenant_id, source_id, doc_ids)
-
-    async def record(self, tenant_id: str, source_id: str, seen: dict[str, str | None]) -> None:
-        async with self.transaction() as tx:
-            await tx.record(tenant_id, source_id, seen)
-
     async def raise_sequences(
         self, tenant_id: str, source_id: str, at_least: dict[str, int]
     ) -> None:
         async with self.transaction() as tx:
             await tx.raise_sequences(tenant_id, source_id, at_least)
-
-    async def record_position(
-        self, tenant_id: str, source_id: str, doc_id: str, sequence: int, *, deleted: bool
-    ) -> None:
-        async with self.transaction() as tx:
-            await tx.record_position(tenant_id, source_id, doc_id, sequence, deleted=deleted)
-
-    async def record_truncate(self, tenant_id: str, source_id: str, sequence: int) -> None:
-        async with self.transaction() as tx:
-            await tx.record_truncate(tenant_id, source_id, sequence)
 
     async def known(self, tenant_id: str, source_id: str) -> dict[str, str]:
         """Documents the connector last saw present, with their fingerprints ('' when forgotten

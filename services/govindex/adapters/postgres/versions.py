@@ -11,17 +11,12 @@ from govindex.core.records import Chunk
 
 
 class PostgresBlobStore(PostgresAdapter):
-    """Content-addressed blobs (implements BlobStore)."""
+    """Content-addressed blobs (implements BlobStore); connectors write them in their
+    ConnectorTransaction."""
 
     async def blob(self, content_hash: str) -> str | None:
         row = await self._row("SELECT content FROM blobs WHERE content_hash = %s", (content_hash,))
         return str(row[0]) if row else None
-
-    async def put_blob(self, content_hash: str, content: str) -> None:
-        await self._execute(
-            "INSERT INTO blobs (content_hash, content) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-            (content_hash, content),
-        )
 
 
 class PostgresVersionStore(PostgresAdapter):
