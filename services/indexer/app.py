@@ -7,6 +7,7 @@ from functools import partial
 
 from govindex.runtime.composition import Runtime
 from govindex.runtime.subscription import Subscription, subscription
+from indexer.embedding import reembed
 from indexer.handlers import CONSUMER, IndexerPorts, index_document
 from indexer.reparse import ReparseReport, reparse
 
@@ -19,6 +20,8 @@ def indexer_ports(rt: Runtime, generation: int) -> IndexerPorts:
         index=rt.index,
         topics=rt.settings.topics,
         generation=generation,
+        cache=rt.cache,
+        embedder=rt.embedder,
     )
 
 
@@ -44,3 +47,9 @@ async def reparse_documents(
         generation=await rt.index.live_generation() or 0,
         progress=progress,
     )
+
+
+async def reembed_chunks(rt: Runtime, progress: Callable[[int, int], None] | None = None) -> int:
+    if rt.embedder is None:
+        raise ValueError("no embedder configured (GOVINDEX_EMBEDDER=none)")
+    return await reembed(rt.vectors, rt.embedder, progress=progress)

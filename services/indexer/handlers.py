@@ -9,7 +9,7 @@ written after the commit, from what Postgres now holds.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import structlog
@@ -30,10 +30,12 @@ from govindex.core.ports import (
     BlobStore,
     ChunkStore,
     DocumentKey,
+    Embedder,
     GraphEdge,
     OutboxMessage,
     SearchIndex,
     SourceRegistry,
+    TaggedCache,
     TombstonePlan,
     VersionPlan,
 )
@@ -64,6 +66,8 @@ class IndexerPorts:
     topics: Topics
     generation: int
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    cache: TaggedCache | None = None
+    embedder: Embedder | None = None
 
 
 async def require_source(
@@ -104,6 +108,8 @@ async def index_document(envelope: Envelope, ports: IndexerPorts) -> ApplyResult
     if result.outcome != "stale":
         key = DocumentKey(payload.tenant_id, payload.source_id, payload.doc_id)
         await ports.index.upsert(await ports.store.chunks_changed_by(key, payload.sequence))
+        if ports.cache is not None:  # a new version, narrowed access or a tombstone
+            await ports.cache.evict_document(payload.key)
     log.info(
         "document.applied",
         doc_key=payload.key,
@@ -197,6 +203,12 @@ async def _apply_change(
             claimed = await tx.claim(CONSUMER, envelope.id)
         return ApplyResult("stale" if claimed else "duplicate")
     plan = plan_version(payload, content, manifest, generation=ports.generation, now=now)
+    if ports.embedder is not None and plan.chunks:
+        plan = replace(
+            plan,
+            vectors=ports.embedder.embed([c.text for c in plan.chunks]),
+            embedder=(ports.embedder.name, ports.embedder.version),
+        )
     incoming = Incoming(
         sequence=plan.sequence,
         content_hash=plan.content_hash,

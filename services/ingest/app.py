@@ -63,7 +63,6 @@ def receiver_ports(rt: Runtime) -> ReceiverPorts:
         state=rt.ingest_state,
         emitter=rt.ingest_state,
         deliveries=rt.deliveries,
-        lineage=rt.lineage,
         topics=rt.settings.topics,
         mirrors=rt.settings.state_dir / "mirrors",
     )

@@ -19,16 +19,14 @@ from typing import Any
 
 import structlog
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from govindex.core.ports import (
     ConnectorState,
     Deliveries,
     Emitter,
-    LineageRegistry,
     SourceCatalog,
 )
-from govindex.core.records import Slug, SourceManifest
+from govindex.core.records import SourceManifest
 from govindex.core.settings import Topics
 from ingest.handlers import (
     IngestContext,
@@ -60,7 +58,6 @@ class ReceiverPorts:
     state: ConnectorState
     emitter: Emitter
     deliveries: Deliveries
-    lineage: LineageRegistry
     topics: Topics
     mirrors: Path
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
@@ -191,19 +188,6 @@ def _verifies(
     return True
 
 
-class DerivedArtifact(BaseModel):
-    """Body of POST /lineage."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    tenant_id: Slug
-    kind: str = Field(min_length=1, max_length=64)
-    id: str = Field(min_length=1, max_length=512)
-    built_from: list[str] = Field(min_length=1)
-    location: str = Field(min_length=1)
-    text: str | None = None
-
-
 def build_app(ports: ReceiverPorts) -> web.Application:
     async def receive(request: web.Request) -> web.Response:
         provider: Provider = request.match_info["provider"]  # type: ignore[assignment]
@@ -217,24 +201,7 @@ def build_app(ports: ReceiverPorts) -> web.Application:
     async def health(_: web.Request) -> web.Response:
         return web.json_response({"ok": True})
 
-    async def register(request: web.Request) -> web.Response:
-        """POST /lineage: a stored summary or memory says what it was built from."""
-        try:
-            body = DerivedArtifact.model_validate_json(await request.read())
-        except ValidationError as exc:
-            return web.json_response({"error": exc.errors(include_url=False)}, status=400)
-        await ports.lineage.register_derived(
-            body.kind,
-            body.id,
-            body.built_from,
-            body.location,
-            tenant_id=body.tenant_id,
-            text=body.text,
-        )
-        return web.json_response({"registered": f"{body.kind}/{body.id}"}, status=201)
-
     app = web.Application(client_max_size=25 * 1024 * 1024)
     app.router.add_post("/webhooks/{provider:github|gitlab}", receive)
     app.router.add_get("/healthz", health)
-    app.router.add_post("/lineage", register)
     return app

@@ -103,7 +103,17 @@ def test_operator_commands_work_against_a_running_stack(running: Path) -> None:
 
     def query(text: str, *extra: str) -> list[dict[str, object]]:
         out = govindex(
-            cwd, "query", text, "--tenant", "acme", "--principal", "group:eng", "--json", *extra
+            cwd,
+            "query",
+            text,
+            "--tenant",
+            "acme",
+            "--principal",
+            "group:eng",
+            "--purpose",
+            "support",
+            "--json",
+            *extra,
         ).stdout
         return [json.loads(line) for line in out.splitlines()]
 
@@ -112,7 +122,16 @@ def test_operator_commands_work_against_a_running_stack(running: Path) -> None:
     assert "green" in str(hit["text"]) and hit["sequence"] == 2
     assert str(hit["source_version"]).startswith("git:")
     outsider = govindex(
-        cwd, "query", "pipeline", "--tenant", "acme", "--principal", "user:nobody", "--json"
+        cwd,
+        "query",
+        "pipeline",
+        "--tenant",
+        "acme",
+        "--principal",
+        "user:nobody",
+        "--purpose",
+        "support",
+        "--json",
     )
     assert outsider.stdout == ""
 

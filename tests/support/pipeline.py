@@ -21,8 +21,8 @@ from govindex.core.hashing import sha256_hex
 from govindex.core.records import SourceManifest
 from govindex.runtime.composition import Runtime
 from govindex.runtime.workers import Workers
-from reader.app import governed_query
-from reader.search import Query
+from reader.app import read_service
+from reader.models import SearchRequest, Subject
 from tests.support.builders import manifest
 
 V1 = "# Runbook\nRestart the api with the blue lever.\n## Rollback\nPull the red lever.\n"
@@ -163,8 +163,9 @@ class Pipeline:
     async def pg_chunks(self, doc_id: str | None = None) -> list[dict[str, Any]]:
         async with self.pool.connection() as conn:
             cur = await conn.execute(
-                "SELECT chunk_id, doc_id, sequence, version_sequence, text, acl, valid_from, "
-                "valid_to, superseded_at, source_version FROM chunks WHERE tenant_id = %s "
+                "SELECT chunk_id, doc_id, sequence, version_sequence, version_id, text, acl, "
+                "valid_from, valid_to, superseded_at, source_version FROM chunks WHERE "
+                "tenant_id = %s "
                 "AND (%s::text IS NULL OR doc_id = %s) ORDER BY chunk_id",
                 (self.tenant, doc_id, doc_id),
             )
@@ -269,9 +270,17 @@ async def query(
     as_of: datetime | None = None,
     purpose: str | None = None,
 ) -> list[str]:
-    """The governed read path's answer, as chunk texts (after a refresh)."""
+    """The governed read path's answer, as chunk texts (after a refresh). Every test
+    manifest allows the `support` purpose, the default here."""
     await p.rt.index.refresh()
-    hits = await governed_query(
-        p.rt, Query(text, p.tenant, principals, purpose, as_of or datetime.now(UTC), 20)
+    request = SearchRequest(
+        tenant=p.tenant,
+        subject=Subject(principals=list(principals)),
+        purpose=purpose or "support",
+        as_of=as_of or datetime.now(UTC),
+        query=text,
+        limit=20,
+        cache="bypass",
     )
-    return [h.chunk.text for h in hits]
+    response = await read_service(p.rt).search(request)
+    return [h.text for h in response.hits]

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 import redis
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, WatchError
 
 from govindex.core.errors import TransientError
 
@@ -42,7 +42,14 @@ def redis_version(url: str) -> str:
 
 
 class RedisTaggedCache:
-    """put/get/evict with tag sets; keys are namespaced like topics and the index alias."""
+    """put/get/evict with tag sets; keys are namespaced like topics and the index alias.
+
+    Every eviction first bumps an epoch counter. A reader takes the epoch before it opens its
+    Postgres snapshot and writes its entry only if the epoch has not moved (WATCH/MULTI), so
+    an entry built from a snapshot older than a purge can never outlive that purge: either
+    the purge's bump aborts the write, or the write lands first and the purge's eviction,
+    which follows its bump, deletes it through the tags written with it.
+    """
 
     def __init__(self, url: str, namespace: str) -> None:
         self._redis = aioredis.Redis.from_url(url, socket_timeout=5)
@@ -80,6 +87,54 @@ class RedisTaggedCache:
         except RedisError as exc:
             raise TransientError(f"Redis is unavailable: {exc}") from exc
 
+    @property
+    def _epoch_key(self) -> str:
+        return f"{PREFIX}:{self.namespace}:epoch"
+
+    async def epoch(self) -> int:
+        try:
+            value = await self._redis.get(self._epoch_key)
+        except RedisError as exc:
+            raise TransientError(f"Redis is unavailable: {exc}") from exc
+        return int(value or 0)
+
+    async def _bump(self) -> None:
+        await self._redis.incr(self._epoch_key)
+
+    async def put_if_unchanged(
+        self,
+        name: str,
+        value: bytes,
+        *,
+        epoch: int,
+        documents: Iterable[str],
+        chunks: Iterable[str],
+        principals: Iterable[str],
+        ttl_s: int,
+    ) -> bool:
+        """Store and tag an entry unless an eviction happened since `epoch` was read."""
+        key = self.key(name)
+        try:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                await pipe.watch(self._epoch_key)
+                if int(await pipe.get(self._epoch_key) or 0) != epoch:
+                    await pipe.unwatch()  # type: ignore[no-untyped-call]
+                    return False
+                pipe.multi()  # type: ignore[no-untyped-call]
+                pipe.set(key, value, ex=ttl_s)
+                for tag in (
+                    *(_doc_tag(self.namespace, d) for d in documents),
+                    *(_chunk_tag(self.namespace, c) for c in chunks),
+                    *(_principal_tag(self.namespace, p) for p in principals),
+                ):
+                    pipe.sadd(tag, key)
+                await pipe.execute()
+                return True
+        except WatchError:
+            return False
+        except RedisError as exc:
+            raise TransientError(f"Redis is unavailable: {exc}") from exc
+
     async def get(self, name: str) -> bytes | None:
         try:
             value = await self._redis.get(self.key(name))
@@ -97,6 +152,7 @@ class RedisTaggedCache:
         """Delete entries built from the document *for* any of the principals (revocation):
         the intersection of the document's tag and each principal's tag."""
         try:
+            await self._bump()
             doc_keys = await self._redis.smembers(_doc_tag(self.namespace, doc_key))
             keys: set[bytes | str] = set()
             for principal in principals:
@@ -112,6 +168,7 @@ class RedisTaggedCache:
 
     async def _evict(self, tags: list[str]) -> int:
         try:
+            await self._bump()
             keys: set[bytes | str] = set()
             for tag in tags:
                 keys |= await self._redis.smembers(tag)

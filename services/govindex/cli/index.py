@@ -18,12 +18,15 @@ from govindex.cli.common import (
     setup,
     with_runtime,
 )
-from govindex.core.schemas import check_schemas, write_schemas
+from govindex.core.schemas import MODELS, check_schemas, write_schemas
 from govindex.runtime.bootstrap import rebuild_projection
 from govindex.runtime.composition import Runtime
-from indexer.app import reparse_documents
+from indexer.app import reembed_chunks, reparse_documents
 from indexer.reparse import ReparseReport
 from ingest.app import registered
+from reader.models import READ_MODELS
+
+ALL_MODELS = {**MODELS, **READ_MODELS}
 
 
 def reparse_command(
@@ -94,18 +97,48 @@ def reindex_command(state_dir: StateDir = DEFAULT_DIR, log_level: LogLevel = "WA
     return 0
 
 
+def reembed_command(state_dir: StateDir = DEFAULT_DIR, log_level: LogLevel = "WARNING") -> int:
+    """Embed stored chunks for the dense channel with today's model.
+
+    Embeds, from the text Postgres holds, every chunk that has no vector of the configured
+    model and version (after a model upgrade, or for chunks indexed before the dense
+    channel existed). Resumable: each batch commits on its own; run it again after a crash.
+    """
+    settings = setup(state_dir, log_level)
+
+    async def run(rt: Runtime) -> int:
+        try:
+            if not err.is_terminal:
+                return await reembed_chunks(rt)
+            with Progress(console=err, transient=True) as bar:
+                task = bar.add_task("embedding", total=None)
+                return await reembed_chunks(
+                    rt, progress=lambda done, total: bar.update(task, completed=done, total=total)
+                )
+        except ValueError as exc:
+            raise Failure(str(exc)) from None
+
+    done = with_runtime(settings, run)
+    console.print(f"embedded {done} chunk(s) with {settings.embedder}")
+    return 0
+
+
 def schemas_command(
     write: Annotated[bool, typer.Option("--write", help="Rewrite the schema files.")] = False,
     folder: Annotated[Path, typer.Option("--dir", help="Where the schemas live.")] = Path(
         "schemas"
     ),
 ) -> int:
-    """Check (or rewrite) the JSON Schemas in schemas/ against the pydantic models."""
+    """Check (or rewrite) the JSON Schemas in schemas/ against the pydantic models.
+
+    Covers every event payload, the source manifest and the read API's requests,
+    responses and pack manifest.
+    """
     if write:
-        for path in write_schemas(folder):
+        for path in write_schemas(folder, ALL_MODELS):
             console.print(f"wrote {path}")
         return 0
-    drift = check_schemas(folder)
+    drift = check_schemas(folder, ALL_MODELS)
     if drift:
         raise Failure(
             "schemas drifted from the models: "

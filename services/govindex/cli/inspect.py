@@ -1,10 +1,9 @@
-"""`govindex documents`, `status`, `query`, `chunk`: look at what the index holds."""
+"""`govindex documents`, `status`, `chunk`: look at what the index holds."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -17,7 +16,6 @@ from govindex.cli.common import (
     LogLevel,
     SourceId,
     StateDir,
-    aware_datetime,
     console,
     print_table,
     setup,
@@ -33,8 +31,6 @@ from govindex.runtime.status import collect_status, render_status
 from indexer.parsers import ParsedDocument, Parser, parser_for
 from indexer.stamping import simhash64, token_estimate
 from ingest.app import registered
-from reader.app import governed_query
-from reader.search import Hit, Query, principals_of
 
 
 def documents_command(
@@ -102,61 +98,6 @@ def status_command(
         console.print(json.dumps(report, default=str, indent=2), soft_wrap=True)
     else:
         console.print(render_status(report), soft_wrap=True)
-    return 0
-
-
-def query_command(
-    text: Annotated[str, typer.Argument(metavar="TEXT", help="What to search for.")],
-    tenant: Annotated[str, typer.Option(help="The caller's tenant.")],
-    principal: Annotated[
-        list[str],
-        typer.Option(
-            "--principal", metavar="P", help="A principal of the caller (repeat), e.g. group:sre."
-        ),
-    ],
-    purpose: Annotated[
-        str | None, typer.Option(help="Why the caller asks, e.g. incident-response.")
-    ] = None,
-    as_of: Annotated[
-        datetime | None,
-        typer.Option(
-            "--as-of",
-            metavar="ISO",
-            parser=aware_datetime,
-            help="Valid time to ask about, ISO 8601 with zone (default: now).",
-        ),
-    ] = None,
-    limit: Annotated[int, typer.Option(min=1, max=1000, help="At most this many results.")] = 10,
-    json_lines: Annotated[
-        bool, typer.Option("--json", help="Full chunk records as JSON lines.")
-    ] = False,
-    state_dir: StateDir = DEFAULT_DIR,
-    log_level: LogLevel = "WARNING",
-) -> int:
-    """Search the governed index.
-
-    Returns only chunks of TENANT whose ACL admits one of the principals, allowed for the
-    purpose (if given) and valid at --as-of (default now). A superseded version is
-    returned for a time when it was the valid one.
-
-        govindex query "rollback" --tenant acme --principal group:sre --as-of 2025-03-01T00:00:00Z
-    """
-    settings = setup(state_dir, log_level)
-    query = Query(
-        text=text,
-        tenant_id=tenant,
-        principals=principals_of(principal),
-        purpose=purpose,
-        as_of=as_of or datetime.now(UTC),
-        limit=limit,
-    )
-    hits = with_runtime(settings, lambda rt: governed_query(rt, query))
-    if json_lines:
-        for hit in hits:
-            record = {"score": hit.score, **hit.chunk.model_dump(mode="json")}
-            console.print(json.dumps(record), soft_wrap=True)
-        return 0
-    _print_hits(query, hits)
     return 0
 
 
@@ -235,36 +176,9 @@ def _print_chunk_table(where: str, chosen: Parser, parsed: ParsedDocument) -> No
     )
 
 
-def _print_hits(query: Query, hits: list[Hit]) -> None:
-    console.print(
-        f"{len(hits)} result(s) for {query.text!r} as of {when(query.as_of)} "
-        f"(tenant {query.tenant_id}, principals {', '.join(query.principals)}"
-        f"{', purpose ' + query.purpose if query.purpose else ''})"
-    )
-    for n, hit in enumerate(hits, start=1):
-        c = hit.chunk
-        console.print(f"\n{n}. {c.locator}  [{c.kind}]  score {hit.score:.3f}")
-        console.print(f"   {' > '.join(c.heading_path)}" if c.heading_path else "   (preamble)")
-        console.print(f"   {_first_body_line(c.text)[:100]}")
-        console.print(
-            f"   source_version {short_version(c.source_version)}  version seq "
-            f"{c.version_sequence}  valid {when(c.valid_from)} .. {when(c.valid_to) or 'open'}"
-        )
-        console.print(
-            f"   acl {', '.join(c.acl)}  {c.classification}  "
-            f"parser {c.parser}@{c.parser_version}  hash {c.content_hash[:19]}"
-        )
-
-
 def _locator(where: str, anchor: str, first: int, last: int) -> str:
     return f"{where}#{anchor}" if anchor else f"{where}#L{first}-L{last}"
 
 
 def _first_line(text: str) -> str:
     return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-
-
-def _first_body_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    body = [ln for ln in lines if not ln.startswith("#")]
-    return (body or lines or [""])[0]

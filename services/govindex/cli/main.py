@@ -8,7 +8,7 @@ from collections.abc import Callable
 import typer
 
 from govindex import __version__
-from govindex.cli import index, ingest, inspect, purge, sources, stack
+from govindex.cli import index, ingest, inspect, purge, read, sources, stack
 from govindex.cli.common import Failure, err
 from govindex.core.errors import GovindexError
 
@@ -68,10 +68,13 @@ COMMANDS: dict[str, Callable[..., int]] = {
     "retention": purge.retention_command,
     "documents": inspect.documents_command,
     "status": inspect.status_command,
-    "query": inspect.query_command,
+    "query": read.query_command,
+    "pack": read.pack_command,
+    "verify-pack": read.verify_pack_command,
     "chunk": inspect.chunk_command,
     "reparse": index.reparse_command,
     "reindex": index.reindex_command,
+    "reembed": index.reembed_command,
     "schemas": index.schemas_command,
 }
 for name, command in COMMANDS.items():

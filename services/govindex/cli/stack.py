@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import signal
 from typing import Annotated
 
@@ -18,7 +19,7 @@ from govindex.runtime.workers import WORKERS, Workers
 
 app = typer.Typer()
 
-SERVED = (*WORKERS, "webhooks")
+SERVED = (*WORKERS, "webhooks", "reader")
 
 
 @app.command()
@@ -42,8 +43,10 @@ def up(
     on loopback with free ports (or uses the servers named by GOVINDEX_* settings), creates
     topics, migrates the database, creates the index template and alias, rebuilds the
     OpenSearch projection from Postgres if it is empty, then runs the indexer, the purger,
-    the CDC connector, the outbox relay and the webhook receiver until Ctrl-C.
-    Addresses go to STATE_DIR/stack.json, which every other command reads.
+    the CDC connector, the outbox relay, the webhook receiver (public listener) and the read
+    API (internal listener, bearer tokens) until Ctrl-C. Addresses go to STATE_DIR/stack.json,
+    which every other command reads; without GOVINDEX_READ_TOKENS a token for every tenant
+    is generated and written there too (the file is readable by its owner only).
     """
     settings = setup(state_dir, log_level, servers=False)
     names = _names(workers.split(","))
@@ -70,7 +73,7 @@ def up(
 def worker(
     names: Annotated[
         list[str] | None,
-        typer.Argument(help="Any of indexer, purger, cdc, webhooks.", show_default=False),
+        typer.Argument(help="Any of indexer, purger, cdc, webhooks, reader.", show_default=False),
     ] = None,
     webhook_host: Annotated[
         str, typer.Option(help="Address the webhook receiver listens on.")
@@ -88,11 +91,14 @@ def worker(
     Runs the named workers (default: indexer purger), each process with an outbox relay,
     against the servers named by GOVINDEX_* settings until SIGTERM. Run `govindex bootstrap`
     first. Scale by running more replicas, up to the partition count of their topic.
+    `webhooks` is the public listener (signed webhooks only); `reader` is the read API on
+    GOVINDEX_READ_HOST:GOVINDEX_READ_PORT, which refuses to start without
+    GOVINDEX_READ_TOKENS. Keep it on an internal network.
     """
     settings = setup(state_dir, log_level)
     chosen = _names(names or ["indexer", "purger"])
     port = webhook_port if "webhooks" in chosen else None
-    consumers = tuple(n for n in chosen if n != "webhooks")
+    consumers = tuple(n for n in chosen if n not in ("webhooks", "reader"))
     return asyncio.run(
         _serve(
             settings,
@@ -102,6 +108,7 @@ def worker(
             webhook_port=port,
             webhook_host=webhook_host,
             reconcile=reconcile,
+            read_api="reader" in chosen,
         )
     )
 
@@ -153,20 +160,39 @@ async def _serve(
     webhook_port: int | None = None,
     webhook_host: str = "127.0.0.1",
     reconcile: bool = False,
+    read_api: bool = False,
 ) -> int:
     from ingest.app import WebhookServer, reconcile_all
+    from reader.app import ReadServer
 
     if bootstrap:
         await prepare(settings)
     async with Runtime(settings) as rt:
-        running = Workers(rt, run=tuple(w for w in workers if w != "webhooks"))
+        running = Workers(rt, run=tuple(w for w in workers if w not in ("webhooks", "reader")))
         generation = await running.start()
         webhooks = None
         if stack is not None or webhook_port is not None or "webhooks" in workers:
             webhooks = WebhookServer(rt, host=webhook_host, port=webhook_port or 0)
             settings = settings.model_copy(update={"http_url": await webhooks.start()})
+        reads = None
+        extra: dict[str, str] = {}
+        if stack is not None or read_api:
+            tokens = dict(settings.read_tokens)
+            if not tokens and stack is not None:  # a laptop: one token for every tenant
+                token = secrets.token_urlsafe(24)
+                tokens = {token: ["*"]}
+                extra["read_token"] = token
+            reads = ReadServer(
+                rt, tokens, host=settings.read_host, port=0 if stack else settings.read_port
+            )
+            try:
+                extra["read_url"] = await reads.start()
+            except ValueError as exc:
+                raise Failure(str(exc)) from None
         if stack is not None:
-            stack.write_stack_file({"generation": generation, "http_url": settings.http_url})
+            stack.write_stack_file(
+                {"generation": generation, "http_url": settings.http_url, **extra}
+            )
         served = f"{settings.http_url}/webhooks/github, /webhooks/gitlab" if webhooks else ""
         console.print(
             "govindex: ready\n"
@@ -177,6 +203,7 @@ async def _serve(
             f"  redis       {settings.redis_url}\n"
             f"  workers     {', '.join(workers)}\n"
             f"  webhooks    {served or 'not served'}\n"
+            f"  read api    {extra.get('read_url') or 'not served'}\n"
             "Press Ctrl-C to stop.",
             soft_wrap=True,
         )
@@ -191,6 +218,8 @@ async def _serve(
         console.print("govindex: stopping ...")
         if webhooks is not None:
             await webhooks.stop()
+        if reads is not None:
+            await reads.stop()
         await running.stop()
     return 0
 

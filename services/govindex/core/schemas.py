@@ -23,20 +23,20 @@ def render(model: type[BaseModel], name: str) -> str:
     return json.dumps(schema, indent=2, sort_keys=True) + "\n"
 
 
-def write_schemas(folder: Path) -> list[Path]:
+def write_schemas(folder: Path, models: dict[str, type[BaseModel]] | None = None) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, model in MODELS.items():
+    for name, model in (models or MODELS).items():
         path = folder / f"{name}.v1.json"
         path.write_text(render(model, name))
         written.append(path)
     return written
 
 
-def check_schemas(folder: Path) -> list[str]:
+def check_schemas(folder: Path, models: dict[str, type[BaseModel]] | None = None) -> list[str]:
     """Names of schemas whose committed file differs from the model (or is missing)."""
     drift = []
-    for name, model in MODELS.items():
+    for name, model in (models or MODELS).items():
         path = folder / f"{name}.v1.json"
         if not path.exists() or path.read_text() != render(model, name):
             drift.append(path.name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -70,6 +70,16 @@ class Settings(BaseSettings):
     republish_after_s: float = Field(default=60.0, gt=0)
     # Publish every pending event again when a relay starts (the broker may have lost it).
     republish_on_start: bool = True
+    # The read API (internal listener): bearer token -> tenants it may read and register
+    # lineage for, e.g. GOVINDEX_READ_TOKENS='{"s3cret": ["acme"]}' ("*": every tenant).
+    read_tokens: dict[str, list[str]] = Field(default_factory=dict)
+    read_host: str = "127.0.0.1"
+    read_port: int = Field(default=8081, ge=0, le=65535)
+    # Where clients find the read API, and the token they send (from stack.json under up).
+    read_url: str | None = None
+    read_token: str | None = None
+    # The dense channel's model: embeds chunks at ingest and queries at read time.
+    embedder: Literal["wordllama", "none"] = "wordllama"
 
     @property
     def topics(self) -> Topics:
@@ -100,7 +110,15 @@ class Settings(BaseSettings):
             )
         merged: dict[str, Any] = {
             key: getattr(self, key) or stack.get(key)
-            for key in ("pg_dsn", "kafka_bootstrap", "opensearch_url", "redis_url", "http_url")
+            for key in (
+                "pg_dsn",
+                "kafka_bootstrap",
+                "opensearch_url",
+                "redis_url",
+                "http_url",
+                "read_url",
+                "read_token",
+            )
         }
         if "namespace" in stack and "namespace" not in self.model_fields_set:
             merged["namespace"] = stack["namespace"]

@@ -92,6 +92,7 @@ class EmbeddedStack:
         data = {**self.addresses, "pid": os.getpid(), **(extra or {})}
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=2) + "\n")
+        tmp.chmod(0o600)  # it may hold the read API's token
         tmp.replace(path)
         return path
 

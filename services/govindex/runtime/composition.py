@@ -15,6 +15,7 @@ from types import TracebackType
 import structlog
 from psycopg_pool import AsyncConnectionPool
 
+from govindex.adapters.embedder import WordLlamaEmbedder
 from govindex.adapters.kafka_async import AsyncKafkaPublisher
 from govindex.adapters.opensearch import OpenSearchIndex
 from govindex.adapters.postgres.deliveries import PostgresDeliveries
@@ -25,6 +26,7 @@ from govindex.adapters.postgres.lineage import PostgresLineage
 from govindex.adapters.postgres.outbox import PostgresOutbox
 from govindex.adapters.postgres.pool import open_pool
 from govindex.adapters.postgres.purges import PostgresPurgeStore
+from govindex.adapters.postgres.reads import PostgresReadStore, PostgresVectorStore, VectorCache
 from govindex.adapters.postgres.sources import PostgresSourceRegistry
 from govindex.adapters.postgres.versions import PostgresBlobStore, PostgresVersionStore
 from govindex.adapters.redis_cache import RedisTaggedCache
@@ -111,6 +113,20 @@ class Runtime:
         if self.servers.redis_url is None:
             return None
         return RedisTaggedCache(self.servers.redis_url, self.settings.namespace)
+
+    @cached_property
+    def embedder(self) -> WordLlamaEmbedder | None:
+        return WordLlamaEmbedder() if self.settings.embedder == "wordllama" else None
+
+    @cached_property
+    def reads(self) -> PostgresReadStore:
+        """The read service's snapshots; the dense channel's vectors cached in memory."""
+        vectors = VectorCache(self.embedder) if self.embedder is not None else None
+        return PostgresReadStore(self.pool, vectors)
+
+    @cached_property
+    def vectors(self) -> PostgresVectorStore:
+        return PostgresVectorStore(self.pool)
 
     async def publisher(self) -> AsyncKafkaPublisher:
         """The one async producer of this process, started on first use."""

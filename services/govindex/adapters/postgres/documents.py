@@ -18,7 +18,7 @@ from psycopg import AsyncConnection, sql
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
-from govindex.adapters.postgres.chunks import insert_chunks, select_chunks
+from govindex.adapters.postgres.chunks import insert_chunks, insert_vectors, select_chunks
 from govindex.adapters.postgres.tx import PostgresAdapter, claim_event, enqueue, transaction
 from govindex.core.ports import (
     ApplyResult,
@@ -145,6 +145,10 @@ class PostgresDocumentTransaction:
         )
         await self._insert_edges(plan)
         await insert_chunks(conn, plan.chunks)
+        if plan.embedder is not None and plan.vectors:
+            dims = len(plan.vectors[0]) // 4
+            ids = [c.chunk_id for c in plan.chunks]
+            await insert_vectors(conn, ids, plan.vectors, plan.embedder, dims)
         return ApplyResult("indexed", plan.version_id, len(plan.chunks))
 
     async def update_metadata(self, plan: VersionPlan, version_id: str) -> ApplyResult:

@@ -23,8 +23,8 @@ from govindex.runtime.composition import Runtime
 from govindex.runtime.workers import Workers
 from ingest.app import delete_one, ingest_git
 from ingest.sources import GitSnapshot
-from reader.app import governed_query
-from reader.search import Query
+from reader.app import read_service
+from reader.models import Hit, SearchRequest, Subject
 
 T = TypeVar("T")
 DEMO_USER = ("user:dana", "group:eng")
@@ -149,21 +149,15 @@ async def _queries(rt: Runtime, manifest: SourceManifest) -> None:
         ("access policy, as of 2025-03-01", "production access", march),
         ("salary bands (ACL: group:hr only)", "salary bands", now),
     ):
-        hits = await governed_query(
-            rt, Query(text, manifest.tenant, DEMO_USER, "support", as_of, 3)
-        )
+        hits = await _search(rt, manifest, text, DEMO_USER, as_of)
         print(f"   - {label}: {len(hits)} result(s)")
         for hit in hits[:2]:
-            c = hit.chunk
-            body = [ln.strip() for ln in c.text.splitlines() if ln.strip()]
+            a = hit.anchor
+            body = [ln.strip() for ln in hit.text.splitlines() if ln.strip()]
             line = next((ln for ln in body if not ln.startswith("#")), body[0] if body else "")
-            print(
-                f"       {c.locator} @ {c.source_version[:14]} "
-                f"valid {c.valid_from:%Y-%m-%d}..{_day(c.valid_to)}: {line[:70]}"
-            )
-    hr = await governed_query(
-        rt, Query("salary bands", manifest.tenant, ("group:hr",), None, now, 3)
-    )
+            found_by = "+".join(sorted(hit.channels))
+            print(f"       {a.locator} @ {a.source_version[:14]} [{found_by}]: {line[:60]}")
+    hr = await _search(rt, manifest, "salary bands", ("group:hr",), now)
     print(f"   - salary bands as group:hr: {len(hr)} result(s) (the ACL admits them)")
 
 
@@ -181,14 +175,24 @@ async def _delete(rt: Runtime, manifest: SourceManifest) -> None:
             f"   {sink['sink']:<10} removed {sink['removed']:>3}, remaining "
             f"{sink['remaining']}, verified {sink['verified']}"
         )
-    hits = await governed_query(
-        rt, Query("edge cache purge", manifest.tenant, DEMO_USER, None, datetime.now(UTC), 3)
-    )
+    hits = await _search(rt, manifest, "edge cache purge", DEMO_USER, datetime.now(UTC))
     print(f"   query 'edge cache purge' after the purge: {len(hits)} result(s)")
 
 
-def _day(value: datetime | None) -> str:
-    return value.strftime("%Y-%m-%d") if value else "open"
+async def _search(
+    rt: Runtime, manifest: SourceManifest, text: str, who: tuple[str, ...], as_of: datetime
+) -> list[Hit]:
+    """The governed read service (all channels fused, every gate), as a pack builder sees it."""
+    request = SearchRequest(
+        tenant=manifest.tenant,
+        subject=Subject(principals=list(who)),
+        purpose="support",
+        as_of=as_of,
+        query=text,
+        limit=3,
+        cache="bypass",
+    )
+    return (await read_service(rt).search(request)).hits
 
 
 async def _until(probe: Callable[[], Awaitable[T | None]], what: str, timeout: float = 60) -> T:

@@ -1,0 +1,398 @@
+"""The read service's view of Postgres: one read-only snapshot per request.
+
+Every channel query carries the same admission predicate (`_ADMISSIBLE`): tenant, ACL,
+scopes, purpose, valid time, system time, deletion (a purge-mode tombstone newer than the
+chunk's version, a disabled source, purged content) and trust. Nothing is filtered after
+ranking: a channel only ever ranks chunks the subject may see at `as_of`. The read service
+then re-checks every candidate from `facts` (integrity included) in the same snapshot.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, LiteralString
+
+import numpy as np
+from psycopg import AsyncConnection, sql
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from govindex.adapters.postgres.chunks import CHUNK_COLUMNS, insert_vectors
+from govindex.adapters.postgres.tx import transaction
+from govindex.core.ports import (
+    ChunkFacts,
+    EdgeFact,
+    Embedder,
+    GraphReach,
+    ReadAccess,
+    ReadFilters,
+)
+from govindex.core.records import Chunk
+
+# One predicate over `c` (chunks), shared by every channel. Parameters are named.
+_ADMISSIBLE: LiteralString = """
+    c.tenant_id = %(tenant)s
+    AND c.acl && %(principals)s::text[]
+    AND c.required_scopes <@ %(scopes)s::text[]
+    AND %(purpose)s = ANY (c.allowed_purposes)
+    AND c.valid_from <= %(as_of)s AND (c.valid_to IS NULL OR c.valid_to > %(as_of)s)
+    AND (%(known_at)s::timestamptz IS NULL OR (c.recorded_at <= %(known_at)s
+         AND (c.superseded_at IS NULL OR c.superseded_at > %(known_at)s)))
+    AND EXISTS (SELECT 1 FROM sources s WHERE s.tenant_id = c.tenant_id
+                AND s.source_id = c.source_id AND s.enabled)
+    AND NOT EXISTS (SELECT 1 FROM tombstones t WHERE t.tenant_id = c.tenant_id
+                AND t.source_id = c.source_id AND t.doc_id = c.doc_id
+                AND t.deletion_mode = 'tombstone_and_purge' AND t.sequence > c.version_sequence)
+    AND EXISTS (SELECT 1 FROM document_versions v WHERE v.version_id = c.version_id
+                AND v.content_purged_at IS NULL)
+    AND NOT (c.contains_instructions AND c.trust_level <> 'authoritative')
+"""
+
+_FACTS: LiteralString = """
+    SELECT {columns},
+        EXISTS (SELECT 1 FROM sources s WHERE s.tenant_id = c.tenant_id
+                AND s.source_id = c.source_id AND s.enabled) AS source_enabled,
+        EXISTS (SELECT 1 FROM tombstones t WHERE t.tenant_id = c.tenant_id
+                AND t.source_id = c.source_id AND t.doc_id = c.doc_id
+                AND t.deletion_mode = 'tombstone_and_purge'
+                AND t.sequence > c.version_sequence) AS purge_tombstoned,
+        EXISTS (SELECT 1 FROM tombstones t WHERE t.tenant_id = c.tenant_id
+                AND t.source_id = c.source_id AND t.doc_id = c.doc_id
+                AND t.sequence > c.version_sequence) AS tombstoned,
+        NOT EXISTS (SELECT 1 FROM document_versions v WHERE v.version_id = c.version_id
+                AND v.content_purged_at IS NULL) AS content_purged,
+        (c.superseded_at IS NOT NULL) AS superseded
+    FROM chunks c WHERE c.chunk_id = ANY (%(ids)s::text[])
+"""
+
+
+def _params(access: ReadAccess, filters: ReadFilters, **extra: Any) -> dict[str, Any]:
+    return {
+        "tenant": access.tenant_id,
+        "principals": list(access.principals),
+        "scopes": list(access.scopes),
+        "purpose": access.purpose,
+        "as_of": access.as_of,
+        "known_at": access.known_at,
+        "sources": list(filters.sources),
+        "kinds": list(filters.kinds),
+        "labels": list(filters.labels),
+        "path_prefix": _like_prefix(filters.path_prefix),
+        **extra,
+    }
+
+
+_FILTERED: LiteralString = """
+    AND (cardinality(%(sources)s::text[]) = 0 OR c.source_id = ANY (%(sources)s::text[]))
+    AND (cardinality(%(kinds)s::text[]) = 0 OR c.kind = ANY (%(kinds)s::text[]))
+    AND (cardinality(%(labels)s::text[]) = 0 OR c.labels && %(labels)s::text[])
+    AND (%(path_prefix)s::text IS NULL OR c.doc_id LIKE %(path_prefix)s)
+"""
+
+_WHERE: LiteralString = " WHERE " + _ADMISSIBLE + _FILTERED
+
+
+def _like_prefix(prefix: str | None) -> str | None:
+    if prefix is None:
+        return None
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped + "%"
+
+
+class PostgresReadSnapshot:
+    """Implements ReadSnapshot on one REPEATABLE READ, READ ONLY transaction."""
+
+    def __init__(self, conn: AsyncConnection[Any], vectors: VectorCache | None) -> None:
+        self._conn = conn
+        self._vectors = vectors
+
+    async def _ids(self, query: LiteralString, params: dict[str, Any]) -> list[str]:
+        cur = await self._conn.execute(query, params)
+        return [row[0] for row in await cur.fetchall()]
+
+    async def fulltext(
+        self, access: ReadAccess, filters: ReadFilters, text: str, limit: int
+    ) -> list[str]:
+        """Postgres full text (`simple` configuration, OR of the query's words), ts_rank_cd."""
+        words = [w for w in _words(text) if len(w) > 1][:32]
+        if not words:
+            return []
+        query = " | ".join(f"'{w}'" for w in words)
+        return await self._ids(
+            "SELECT c.chunk_id FROM chunks c" + _WHERE + " AND c.tsv @@ to_tsquery('simple', "
+            "%(q)s) ORDER BY ts_rank_cd(c.tsv, to_tsquery('simple', %(q)s)) DESC, c.chunk_id "
+            "LIMIT %(limit)s",
+            _params(access, filters, q=query, limit=limit),
+        )
+
+    async def structured(
+        self, access: ReadAccess, filters: ReadFilters, keys: Sequence[str], limit: int
+    ) -> list[str]:
+        """Exact keys: a chunk id, a doc id, a locator, a label (`key:PAY-4097`, or the bare
+        value of any label), or an identifier that occurs as a whole word in the text."""
+        keys = [k for k in dict.fromkeys(keys) if k][:32]
+        if not keys:
+            return []
+        lowered = [k.lower() for k in keys]
+        lexemes = [k for k in lowered if _WORD.fullmatch(k)]
+        return await self._ids(
+            "SELECT c.chunk_id FROM chunks c" + _WHERE + " AND ("
+            " c.chunk_id = ANY (%(keys)s) OR c.doc_id = ANY (%(keys)s) OR c.locator = ANY "
+            " (%(keys)s) OR c.labels && %(keys)s::text[] OR EXISTS (SELECT 1 FROM unnest("
+            " c.labels) l WHERE lower(split_part(l, ':', 2)) = ANY (%(lowered)s))"
+            " OR c.tsv @@ (SELECT coalesce(string_agg(quote_literal(k), ' | ')::tsquery, "
+            "   ''::tsquery) FROM unnest(%(lexemes)s::text[]) k)) "
+            "ORDER BY (c.doc_id = ANY (%(keys)s) OR c.labels && %(keys)s::text[]) DESC, "
+            " c.ordinal, c.chunk_id LIMIT %(limit)s",
+            _params(access, filters, keys=keys, lowered=lowered, lexemes=lexemes, limit=limit),
+        )
+
+    async def dense(
+        self, access: ReadAccess, filters: ReadFilters, text: str, limit: int
+    ) -> list[str]:
+        """Cosine similarity over the admissible chunks only (filters before ranking)."""
+        if self._vectors is None or not text.strip():
+            return []
+        embedder = self._vectors.embedder
+        ids = await self._ids(
+            "SELECT c.chunk_id FROM chunks c JOIN chunk_vectors cv USING (chunk_id)"
+            + _WHERE
+            + " AND cv.embedder = %(embedder)s AND cv.embedder_version = %(embedder_version)s",
+            _params(access, filters, embedder=embedder.name, embedder_version=embedder.version),
+        )
+        if not ids:
+            return []
+        matrix = await self._vectors.matrix(self._conn, ids)
+        query = np.frombuffer(embedder.embed([text])[0], dtype="<f4")
+        scores = matrix @ query
+        order = np.lexsort((np.array(ids), -scores))[:limit]
+        return [ids[i] for i in order]
+
+    async def graph(
+        self,
+        access: ReadAccess,
+        filters: ReadFilters,
+        seeds: Sequence[str],
+        relations: Sequence[str],
+        hops: int,
+        limit: int,
+    ) -> list[GraphReach]:
+        """Walk edges valid at as_of (either direction) from entities matching the seeds, up
+        to `hops`; an edge is walked only if its evidence chunk is admissible. Documents
+        reached (and the evidence of each walked edge) yield their admissible chunks."""
+        if not seeds or hops < 1:
+            return []
+        params = _params(access, filters, relations=list(relations))
+        frontier = await self._seed_entities(access, seeds)
+        seen = set(frontier)
+        reached: dict[str, tuple[str, ...]] = {}  # chunk id -> path
+        paths: dict[str, tuple[str, ...]] = {entity: (entity,) for entity in frontier}
+        for _ in range(hops):
+            if not frontier:
+                break
+            cur = await self._conn.execute(
+                "SELECT e.subject, e.relation, e.object, e.evidence_chunk_id FROM graph_edges e "
+                "JOIN chunks c ON c.chunk_id = e.evidence_chunk_id "
+                "WHERE e.tenant_id = %(tenant)s AND (e.subject = ANY (%(frontier)s) OR "
+                " e.object = ANY (%(frontier)s)) "
+                " AND (cardinality(%(relations)s::text[]) = 0 OR e.relation = ANY "
+                "  (%(relations)s::text[])) "
+                " AND e.valid_from <= %(as_of)s AND (e.valid_to IS NULL OR e.valid_to > "
+                "  %(as_of)s) AND (%(known_at)s::timestamptz IS NULL OR (e.recorded_at <= "
+                "  %(known_at)s AND (e.superseded_at IS NULL OR e.superseded_at > "
+                "  %(known_at)s))) AND " + _ADMISSIBLE + " ORDER BY e.edge_id",
+                {**params, "frontier": sorted(frontier)},
+            )
+            following: set[str] = set()
+            for subject, relation, obj, evidence in await cur.fetchall():
+                here, there = (subject, obj) if subject in frontier else (obj, subject)
+                path = (*paths[here], relation, there)
+                reached.setdefault(evidence, path)
+                if there not in seen:
+                    seen.add(there)
+                    paths[there] = path
+                    following.add(there)
+            frontier = following
+        documents = sorted(e for e in seen if e.startswith("document:"))
+        if documents:
+            ids = await self._ids(
+                "SELECT c.chunk_id FROM chunks c" + _WHERE + " AND ('document:' || c.source_id "
+                "|| '/' || c.doc_id) = ANY (%(docs)s) ORDER BY c.ordinal, c.chunk_id",
+                {**params, "docs": documents},
+            )
+            facts = await self.facts(ids)
+            for chunk_id in ids:
+                chunk = facts[chunk_id].chunk
+                reached.setdefault(chunk_id, paths[f"document:{chunk.source_id}/{chunk.doc_id}"])
+        admitted = set(
+            await self._ids(
+                "SELECT c.chunk_id FROM chunks c" + _WHERE + " AND c.chunk_id = ANY (%(ids)s)",
+                {**params, "ids": list(reached)},
+            )
+        )
+        ordered = sorted(
+            (r for r in reached.items() if r[0] in admitted), key=lambda r: (len(r[1]), r[0])
+        )
+        return [GraphReach(chunk_id, path) for chunk_id, path in ordered[:limit]]
+
+    async def _seed_entities(self, access: ReadAccess, seeds: Sequence[str]) -> set[str]:
+        lowered = [s.lower() for s in seeds]
+        cur = await self._conn.execute(
+            "SELECT entity_id FROM graph_entities WHERE tenant_id = %s AND (entity_id = ANY (%s) "
+            " OR split_part(entity_id, ':', 2) = ANY (%s) OR EXISTS (SELECT 1 FROM "
+            " unnest(aliases) a WHERE lower(a) = ANY (%s)))",
+            (access.tenant_id, list(seeds), lowered, lowered),
+        )
+        return {row[0] for row in await cur.fetchall()}
+
+    async def facts(self, chunk_ids: Sequence[str]) -> dict[str, ChunkFacts]:
+        if not chunk_ids:
+            return {}
+        columns = sql.SQL(", ").join(sql.SQL("c.") + sql.Identifier(n) for n in CHUNK_COLUMNS)
+        query = sql.SQL(_FACTS).format(columns=columns)
+        cur = self._conn.cursor(row_factory=dict_row)
+        await cur.execute(query, {"ids": list(dict.fromkeys(chunk_ids))})
+        found: dict[str, ChunkFacts] = {}
+        for row in await cur.fetchall():
+            extra = {
+                k: row.pop(k)
+                for k in (
+                    "source_enabled",
+                    "purge_tombstoned",
+                    "tombstoned",
+                    "content_purged",
+                    "superseded",
+                )
+            }
+            chunk = Chunk.model_validate(row)
+            found[chunk.chunk_id] = ChunkFacts(chunk=chunk, **extra)
+        return found
+
+    async def edges_about(self, access: ReadAccess, doc_keys: Sequence[str]) -> list[EdgeFact]:
+        """Edges valid at as_of that touch these documents or the services they govern,
+        each with admissible evidence (conflict flags list only what the subject may see)."""
+        if not doc_keys:
+            return []
+        entities = [f"document:{k.split('/', 1)[1]}" for k in doc_keys if k.count("/") >= 2]
+        cur = await self._conn.execute(
+            "WITH touched AS (SELECT unnest(%(entities)s::text[]) AS entity UNION "
+            " SELECT e.object FROM graph_edges e WHERE e.tenant_id = %(tenant)s AND "
+            " e.subject = ANY (%(entities)s)) "
+            "SELECT e.subject, e.relation, e.object, c.tenant_id || '/' || c.source_id || '/' "
+            " || c.doc_id, e.evidence_chunk_id FROM graph_edges e "
+            "JOIN chunks c ON c.chunk_id = e.evidence_chunk_id "
+            "WHERE e.tenant_id = %(tenant)s AND (e.subject IN (SELECT entity FROM touched) OR "
+            " e.object IN (SELECT entity FROM touched)) "
+            " AND e.valid_from <= %(as_of)s AND (e.valid_to IS NULL OR e.valid_to > %(as_of)s) "
+            " AND " + _ADMISSIBLE + " ORDER BY e.edge_id",
+            _params(access, ReadFilters(), entities=entities),
+        )
+        return [EdgeFact(*row) for row in await cur.fetchall()]
+
+    async def generation(self) -> int | None:
+        cur = await self._conn.execute(
+            "SELECT max(generation) FROM index_generations WHERE state = 'live'"
+        )
+        row = await cur.fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+
+class VectorCache:
+    """Chunk vectors held in memory, loaded from Postgres on first use.
+
+    A chunk id names immutable text (its id hashes it), so a cached vector never goes stale;
+    a deleted chunk is simply never asked for again (the admissible ids come from Postgres).
+    """
+
+    def __init__(self, embedder: Embedder, max_vectors: int = 2_000_000) -> None:
+        self.embedder = embedder
+        self._max = max_vectors
+        self._vectors: dict[str, np.ndarray[Any, np.dtype[np.float32]]] = {}
+
+    async def matrix(
+        self, conn: AsyncConnection[Any], ids: Sequence[str]
+    ) -> np.ndarray[Any, np.dtype[np.float32]]:
+        missing = [i for i in ids if i not in self._vectors]
+        if missing:
+            if len(self._vectors) + len(missing) > self._max:
+                self._vectors.clear()
+                missing = list(ids)
+            cur = await conn.execute(
+                "SELECT chunk_id, vector FROM chunk_vectors WHERE chunk_id = ANY (%s) "
+                "AND embedder = %s AND embedder_version = %s",
+                (missing, self.embedder.name, self.embedder.version),
+            )
+            for chunk_id, vector in await cur.fetchall():
+                self._vectors[chunk_id] = np.frombuffer(bytes(vector), dtype="<f4")
+        dims = self.embedder.dims
+        zero = np.zeros(dims, dtype=np.float32)
+        return np.vstack([self._vectors.get(i, zero) for i in ids])
+
+
+class PostgresReadStore:
+    """Implements ReadStore: each snapshot is one repeatable-read, read-only transaction."""
+
+    def __init__(self, pool: AsyncConnectionPool, vectors: VectorCache | None = None) -> None:
+        self._pool = pool
+        self._vectors = vectors
+
+    @asynccontextmanager
+    async def snapshot(self) -> AsyncIterator[PostgresReadSnapshot]:
+        async with transaction(self._pool) as conn:
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield PostgresReadSnapshot(conn, self._vectors)
+
+
+_WORD = re.compile(r"[\w.-]+")
+
+
+def _words(text: str) -> list[str]:
+    return [w.strip(".-") for w in _WORD.findall(text.lower()) if w.strip(".-")]
+
+
+class PostgresVectorStore:
+    """Implements VectorStore: which chunks lack a vector of a model, and storing them."""
+
+    def __init__(self, pool: AsyncConnectionPool) -> None:
+        self._pool = pool
+
+    async def missing(self, embedder: str, version: str, limit: int) -> list[tuple[str, str]]:
+        async with transaction(self._pool) as conn:
+            cur = await conn.execute(
+                "SELECT c.chunk_id, c.text FROM chunks c LEFT JOIN chunk_vectors v USING "
+                "(chunk_id) WHERE v.chunk_id IS NULL OR v.embedder <> %s OR "
+                "v.embedder_version <> %s ORDER BY c.chunk_id LIMIT %s",
+                (embedder, version, limit),
+            )
+            return [(row[0], row[1]) for row in await cur.fetchall()]
+
+    async def put(
+        self, chunk_ids: Sequence[str], vectors: Sequence[bytes], embedder: tuple[str, str]
+    ) -> None:
+        if not vectors:
+            return
+        async with transaction(self._pool) as conn:
+            # A chunk purged since it was read is skipped (its foreign key would fail).
+            cur = await conn.execute(
+                "SELECT chunk_id FROM chunks WHERE chunk_id = ANY (%s) FOR SHARE",
+                (list(chunk_ids),),
+            )
+            present = {row[0] for row in await cur.fetchall()}
+            keep = [(c, v) for c, v in zip(chunk_ids, vectors, strict=True) if c in present]
+            await insert_vectors(
+                conn, [c for c, _ in keep], [v for _, v in keep], embedder, len(vectors[0]) // 4
+            )
+
+    async def count(self, embedder: str, version: str) -> tuple[int, int]:
+        """(chunks with a vector of this model, all chunks)."""
+        async with transaction(self._pool) as conn:
+            cur = await conn.execute(
+                "SELECT (SELECT count(*) FROM chunk_vectors WHERE embedder = %s AND "
+                "embedder_version = %s), (SELECT count(*) FROM chunks)",
+                (embedder, version),
+            )
+            row = await cur.fetchone()
+            assert row is not None
+            return int(row[0]), int(row[1])

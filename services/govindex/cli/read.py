@@ -1,0 +1,282 @@
+"""`govindex query`, `pack`, `verify-pack`: the governed read service from the command line.
+
+The commands call the same read service the HTTP API serves (`reader.service`), with the
+same gates, on the servers of the running stack or of GOVINDEX_* settings.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+from pydantic import ValidationError
+
+from govindex.cli.common import (
+    DEFAULT_DIR,
+    Failure,
+    LogLevel,
+    StateDir,
+    aware_datetime,
+    console,
+    setup,
+    short_version,
+    when,
+    with_runtime,
+)
+from reader.app import read_service
+from reader.models import (
+    CHANNELS,
+    Budget,
+    Hydration,
+    Manifest,
+    Pack,
+    PackRequest,
+    SearchRequest,
+    SearchResponse,
+)
+
+Tenant = Annotated[str, typer.Option(help="The caller's tenant.")]
+Principals = Annotated[
+    list[str],
+    typer.Option(
+        "--principal", metavar="P", help="A principal of the caller (repeat), e.g. group:sre."
+    ),
+]
+Scopes = Annotated[
+    list[str] | None,
+    typer.Option("--scope", metavar="S", help="A scope the caller holds (repeat)."),
+]
+Purpose = Annotated[str, typer.Option(help="Why the caller asks, e.g. support (required).")]
+AsOf = Annotated[
+    datetime | None,
+    typer.Option(
+        "--as-of",
+        metavar="ISO",
+        parser=aware_datetime,
+        help="Valid time to ask about, ISO 8601 with zone (default: now).",
+    ),
+]
+KnownAt = Annotated[
+    datetime | None,
+    typer.Option(
+        "--known-at",
+        metavar="ISO",
+        parser=aware_datetime,
+        help="System time: answer with what the index held at this moment.",
+    ),
+]
+Channels = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--channel",
+        metavar="C",
+        help=f"A retrieval channel (repeat; default all): {', '.join(CHANNELS)}.",
+    ),
+]
+
+
+R = TypeVar("R", SearchRequest, PackRequest)
+
+
+def _request(model: type[R], **fields: object) -> R:
+    try:
+        return model.model_validate({k: v for k, v in fields.items() if v is not None})
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise typer.BadParameter(f"{where}: {first['msg']}") from None
+
+
+def query_command(
+    text: Annotated[str, typer.Argument(metavar="TEXT", help="What to search for.")],
+    tenant: Tenant,
+    principal: Principals,
+    purpose: Purpose,
+    scope: Scopes = None,
+    as_of: AsOf = None,
+    known_at: KnownAt = None,
+    channel: Channels = None,
+    limit: Annotated[int, typer.Option(min=1, max=200, help="At most this many results.")] = 10,
+    json_lines: Annotated[
+        bool, typer.Option("--json", help="One JSON object per hit (anchor, text, ranks).")
+    ] = False,
+    state_dir: StateDir = DEFAULT_DIR,
+    log_level: LogLevel = "WARNING",
+) -> int:
+    """Search the governed index: every channel fused, every hit through every gate.
+
+    Returns only chunks of TENANT whose ACL admits one of the principals, whose required
+    scopes the caller holds, allowed for the purpose, valid at --as-of (default now), not
+    deleted, from an enabled source, intact and not untrusted instructions. A superseded
+    version is returned for a time when it was the valid one.
+
+        govindex query "rollback" --tenant acme --principal group:sre --purpose support \\
+            --as-of 2025-03-01T00:00:00Z
+    """
+    settings = setup(state_dir, log_level)
+    request = _request(
+        SearchRequest,
+        tenant=tenant,
+        subject={"principals": principal, "scopes": scope or []},
+        purpose=purpose,
+        as_of=as_of,
+        known_at=known_at,
+        query=text,
+        channels=channel,
+        limit=limit,
+        cache="bypass",
+    )
+    response = with_runtime(settings, lambda rt: read_service(rt).search(request))
+    if json_lines:
+        for hit in response.hits:
+            record = {
+                "rank": hit.rank,
+                "score": hit.score,
+                "channels": hit.channels,
+                **hit.anchor.model_dump(mode="json"),
+                "kind": hit.kind,
+                "text": hit.text,
+            }
+            console.print(json.dumps(record), soft_wrap=True)
+        return 0
+    _print_hits(request, response)
+    return 0
+
+
+def pack_command(
+    text: Annotated[str, typer.Argument(metavar="TEXT", help="What the pack is about.")],
+    tenant: Tenant,
+    principal: Principals,
+    purpose: Purpose,
+    scope: Scopes = None,
+    as_of: AsOf = None,
+    known_at: KnownAt = None,
+    channel: Channels = None,
+    entity: Annotated[
+        list[str] | None,
+        typer.Option("--entity", metavar="E", help="A seed entity, e.g. service:orders-db."),
+    ] = None,
+    max_tokens: Annotated[int, typer.Option(min=1, help="Token budget of the pack.")] = 4000,
+    max_items: Annotated[int, typer.Option(min=1, max=200, help="At most this many items.")] = 20,
+    max_per_document: Annotated[int, typer.Option(min=1, help="Items per document.")] = 3,
+    neighbours: Annotated[int, typer.Option(min=0, max=2, help="Neighbours each side.")] = 1,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write the pack JSON here (default: stdout).")
+    ] = None,
+    state_dir: StateDir = DEFAULT_DIR,
+    log_level: LogLevel = "WARNING",
+) -> int:
+    """Build a context pack: fused, gated, hydrated, deduplicated, within a token budget.
+
+    Prints (or writes with --out) the pack as JSON: items with citation keys and anchors,
+    hydrated context, corroborating copies, conflict flags, and a manifest with a
+    pack_hash that `govindex verify-pack` re-checks later.
+
+        govindex pack "orders-db failover" --tenant acme --principal group:sre \\
+            --purpose support --max-tokens 2000 -o pack.json
+    """
+    settings = setup(state_dir, log_level)
+    request = _request(
+        PackRequest,
+        tenant=tenant,
+        subject={"principals": principal, "scopes": scope or []},
+        purpose=purpose,
+        as_of=as_of,
+        known_at=known_at,
+        query=text,
+        entities=entity or [],
+        channels=channel,
+        budget=Budget(
+            max_tokens=max_tokens, max_items=max_items, max_per_document=max_per_document
+        ),
+        hydration=Hydration(neighbours=neighbours),
+        cache="bypass",
+    )
+    pack = with_runtime(settings, lambda rt: read_service(rt).pack(request))
+    body = pack.model_dump_json(indent=2)
+    if out is None:
+        sys.stdout.write(body + "\n")
+    else:
+        out.write_text(body + "\n")
+        console.print(
+            f"pack: {len(pack.items)} item(s), {pack.used_tokens}/{pack.max_tokens} tokens, "
+            f"pack_hash {pack.manifest.pack_hash[:16]} -> {out}",
+            soft_wrap=True,
+        )
+    return 0
+
+
+EXIT = {"valid": 0, "invalid": 1, "tampered": 1, "stale": 2}
+
+
+def verify_pack_command(
+    file: Annotated[
+        Path, typer.Argument(metavar="FILE", help="A pack or a manifest (JSON) to check.")
+    ],
+    json_out: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
+    state_dir: StateDir = DEFAULT_DIR,
+    log_level: LogLevel = "WARNING",
+) -> int:
+    """Check a pack's manifest against the index now.
+
+    valid: everything pinned is still there, unchanged, visible to the same subject for the
+    same purpose at the pack's as_of. stale: some item was superseded by a newer version
+    since. invalid: some item was deleted, revoked, had its scope or purpose withdrawn,
+    changed, or its validity moved away from as_of. tampered: the manifest does not match
+    its pack_hash. Exit 0 valid, 1 invalid or tampered, 2 stale. No text is printed.
+    """
+    settings = setup(state_dir, log_level)
+    try:
+        data = json.loads(file.read_text())
+    except FileNotFoundError:
+        raise Failure(f"{file}: no such file") from None
+    except json.JSONDecodeError as exc:
+        raise Failure(f"{file} is not JSON ({exc.msg}, line {exc.lineno})") from None
+    try:
+        manifest = (
+            Pack.model_validate(data).manifest
+            if "manifest" in data
+            else Manifest.model_validate(data)
+        )
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise Failure(f"{file} is not a pack or manifest: {where}: {first['msg']}") from None
+    verdict = with_runtime(settings, lambda rt: read_service(rt).verify(manifest))
+    if json_out:
+        console.print(verdict.model_dump_json(indent=2), soft_wrap=True)
+    else:
+        console.print(f"{verdict.status}: {len(verdict.pins)} pinned chunk(s) checked")
+        for pin in verdict.pins:
+            if pin.status != "valid":
+                console.print(f"  {pin.key} {pin.chunk_id}: {pin.status} ({pin.reason})")
+    return EXIT[verdict.status]
+
+
+def _print_hits(request: SearchRequest, response: SearchResponse) -> None:
+    console.print(
+        f"{len(response.hits)} result(s) for {request.query!r} as of {when(response.as_of)} "
+        f"(tenant {request.tenant}, principals {', '.join(request.subject.principals)}, "
+        f"purpose {request.purpose})"
+        + (f"; unavailable: {', '.join(response.degraded)}" if response.degraded else "")
+    )
+    for hit in response.hits:
+        a = hit.anchor
+        found_by = ", ".join(f"{c}#{r}" for c, r in sorted(hit.channels.items()))
+        console.print(f"\n{hit.rank}. {a.locator}  [{hit.kind}]  {found_by}")
+        console.print(f"   {' > '.join(a.heading_path)}" if a.heading_path else "   (preamble)")
+        console.print(f"   {_first_body_line(hit.text)[:100]}")
+        console.print(
+            f"   source_version {short_version(a.source_version)}  seq {a.sequence}  "
+            f"lines {a.line_start}-{a.line_end}  hash {a.content_hash[:19]}"
+        )
+
+
+def _first_body_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    body = [ln for ln in lines if not ln.startswith("#")]
+    return (body or lines or [""])[0]

@@ -1,0 +1,327 @@
+"""The read API's wire models: requests, responses, manifests and verdicts (JSON Schemas in
+`schemas/`, generated from these and checked for drift in CI)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+
+from govindex.core.records import SLUG, ChunkKind, Principal, Slug
+
+Channel = Literal["bm25", "fulltext", "structured", "graph", "dense"]
+CHANNELS: tuple[Channel, ...] = ("bm25", "fulltext", "structured", "graph", "dense")
+CacheMode = Literal["use", "refresh", "bypass"]
+Verdict = Literal["valid", "stale", "invalid", "tampered"]
+
+_WIRE = ConfigDict(frozen=True, extra="forbid")
+
+
+class Subject(BaseModel):
+    """Who the pack is for: the principals it may see as, and the scopes it holds."""
+
+    model_config = _WIRE
+
+    principals: list[Principal] = Field(min_length=1, max_length=64)
+    scopes: list[Principal] = Field(default_factory=list, max_length=64)
+
+
+class Filters(BaseModel):
+    model_config = _WIRE
+
+    sources: list[Slug] = Field(default_factory=list, max_length=64)
+    kinds: list[ChunkKind] = Field(default_factory=list)
+    labels: list[str] = Field(default_factory=list, max_length=64)
+    path_prefix: str | None = Field(default=None, max_length=1024)
+
+
+class GraphSpec(BaseModel):
+    """Which relations graph expansion may walk (empty: any) and how far."""
+
+    model_config = _WIRE
+
+    relations: list[str] = Field(default_factory=list, max_length=32)
+    hops: int = Field(default=2, ge=0, le=2)
+
+
+class Hydration(BaseModel):
+    model_config = _WIRE
+
+    neighbours: int = Field(default=1, ge=0, le=2)
+    parent: bool = True
+
+
+class Budget(BaseModel):
+    model_config = _WIRE
+
+    max_tokens: int = Field(default=4000, ge=1, le=200_000)
+    max_items: int = Field(default=20, ge=1, le=200)
+    max_per_document: int = Field(default=3, ge=1, le=200)
+
+
+class SearchRequest(BaseModel):
+    """A governed search: every field that decides what may come back is explicit."""
+
+    model_config = _WIRE
+
+    tenant: str = Field(pattern=SLUG)
+    subject: Subject
+    purpose: Slug
+    as_of: AwareDatetime | None = Field(
+        default=None, description="valid time asked about; default: the request's time"
+    )
+    known_at: AwareDatetime | None = Field(
+        default=None, description="system time: what the index held at this moment"
+    )
+    query: str = Field(default="", max_length=4000)
+    entities: list[str] = Field(default_factory=list, max_length=32)
+    filters: Filters = Field(default_factory=Filters)
+    channels: list[Channel] = Field(default_factory=lambda: list(CHANNELS), min_length=1)
+    graph: GraphSpec = Field(default_factory=GraphSpec)
+    window: int = Field(default=50, ge=1, le=500, description="candidates per channel")
+    limit: int = Field(default=10, ge=1, le=200)
+    trace: bool = False
+    cache: CacheMode = "use"
+
+    @model_validator(mode="after")
+    def _asks_something(self) -> SearchRequest:
+        if not self.query.strip() and not self.entities:
+            raise ValueError("give a query text or at least one seed entity")
+        return self
+
+
+class PackRequest(SearchRequest):
+    hydration: Hydration = Field(default_factory=Hydration)
+    dedup_threshold: int = Field(
+        default=3, ge=0, le=16, description="SimHash Hamming distance for near-duplicates"
+    )
+    budget: Budget = Field(default_factory=Budget)
+
+
+class Anchor(BaseModel):
+    """Where a cited span lives, exactly: enough to open it again and to check it."""
+
+    model_config = _WIRE
+
+    chunk_id: str
+    tenant: str
+    source_id: str
+    doc_id: str
+    version_id: str
+    sequence: int
+    source_version: str
+    content_hash: str
+    locator: str
+    heading_path: list[str]
+    char_start: int
+    char_end: int
+    line_start: int
+    line_end: int
+
+
+class Highlight(BaseModel):
+    model_config = _WIRE
+
+    start: int = Field(description="offset in the chunk's text")
+    end: int
+    term: str
+
+
+class Hit(BaseModel):
+    model_config = _WIRE
+
+    rank: int
+    score: float
+    channels: dict[str, int] = Field(description="this hit's rank in each channel that found it")
+    anchor: Anchor
+    kind: str
+    text: str
+    highlights: list[Highlight]
+    graph_path: list[str] = Field(default_factory=list)
+
+
+class TraceLine(BaseModel):
+    """One decision; never about a candidate refused by tenant, ACL, scope or purpose."""
+
+    model_config = _WIRE
+
+    stage: str
+    chunk_id: str | None = None
+    decision: str
+    reason: str
+
+
+class SearchResponse(BaseModel):
+    model_config = _WIRE
+
+    as_of: datetime
+    known_at: datetime | None
+    hits: list[Hit]
+    degraded: list[str] = Field(
+        default_factory=list, description="channels that could not answer (e.g. bm25)"
+    )
+    cached: bool = False
+    trace: list[TraceLine] | None = None
+
+
+class Flag(BaseModel):
+    """An annotation, never a removal: evidence lists only admitted chunks."""
+
+    model_config = _WIRE
+
+    kind: Literal["superseded_by", "relation_conflict", "possible_contradiction"]
+    detail: str
+    evidence: list[str] = Field(description="admitted chunk ids")
+    items: list[str] = Field(default_factory=list, description="keys of the items involved")
+
+
+class Hydrated(BaseModel):
+    model_config = _WIRE
+
+    relation: Literal["parent", "previous", "next"]
+    anchor: Anchor
+    text: str
+    tokens: int
+
+
+class PackItem(BaseModel):
+    model_config = _WIRE
+
+    key: str = Field(description="citation key, e.g. S1")
+    rank: int
+    score: float
+    channels: dict[str, int]
+    anchor: Anchor
+    kind: str
+    text: str
+    tokens: int = Field(description="this item's tokens, hydration included")
+    highlights: list[Highlight]
+    hydrated: list[Hydrated]
+    corroboration: list[Anchor] = Field(
+        default_factory=list, description="other admitted copies of the same content"
+    )
+    flags: list[Flag] = Field(default_factory=list)
+    graph_path: list[str] = Field(default_factory=list)
+
+
+class Pin(BaseModel):
+    """One chunk a pack holds, pinned for verification."""
+
+    model_config = _WIRE
+
+    chunk_id: str
+    doc: str = Field(description="tenant/source/doc")
+    version_id: str
+    sequence: int
+    source_version: str
+    content_hash: str
+
+
+class ManifestItem(Pin):
+    key: str
+    hydrated: list[Pin]
+
+
+class Manifest(BaseModel):
+    """A pack without its text: what it held, for whom, why and when; hashed."""
+
+    model_config = _WIRE
+
+    schema_version: Literal[1] = 1
+    tenant: str
+    subject: Subject
+    purpose: str
+    query: str
+    entities: list[str]
+    as_of: datetime
+    known_at: datetime | None
+    budget: Budget
+    index_generation: int | None
+    items: list[ManifestItem]
+    pack_hash: str = Field(description="sha256 of the canonical JSON of every other field")
+
+
+class Pack(BaseModel):
+    model_config = _WIRE
+
+    as_of: datetime
+    known_at: datetime | None
+    items: list[PackItem]
+    used_tokens: int
+    max_tokens: int
+    manifest: Manifest
+    degraded: list[str] = Field(default_factory=list)
+    cached: bool = False
+    trace: list[TraceLine] | None = None
+
+
+class VerifyRequest(BaseModel):
+    model_config = _WIRE
+
+    manifest: Manifest
+
+
+class PinVerdict(BaseModel):
+    model_config = _WIRE
+
+    chunk_id: str
+    key: str
+    status: Literal["valid", "stale", "invalid"]
+    reason: str | None = None
+
+
+class VerifyResponse(BaseModel):
+    model_config = _WIRE
+
+    status: Verdict
+    checked_at: datetime
+    pins: list[PinVerdict]
+
+
+class ChunkView(BaseModel):
+    """GET /v1/chunks/{id}: one anchor, opened through the same gates."""
+
+    model_config = _WIRE
+
+    anchor: Anchor
+    kind: str
+    text: str
+    as_of: datetime
+
+
+class ApiError(BaseModel):
+    model_config = _WIRE
+
+    error: str
+    field: str | None = None
+    reason: str
+
+
+READ_MODELS: dict[str, type[BaseModel]] = {
+    "read.search.request": SearchRequest,
+    "read.search.response": SearchResponse,
+    "read.pack.request": PackRequest,
+    "read.pack.response": Pack,
+    "read.pack.manifest": Manifest,
+    "read.verify.request": VerifyRequest,
+    "read.verify.response": VerifyResponse,
+    "read.chunk.response": ChunkView,
+    "read.error": ApiError,
+}
+
+
+class DerivedArtifact(BaseModel):
+    """Body of POST /v1/lineage: a stored summary or memory says what it was built from."""
+
+    model_config = _WIRE
+
+    tenant_id: Slug
+    kind: str = Field(min_length=1, max_length=64)
+    id: str = Field(min_length=1, max_length=512)
+    built_from: list[str] = Field(min_length=1, max_length=10_000)
+    location: str = Field(min_length=1, max_length=2048)
+    text: str | None = Field(default=None, max_length=1_000_000)
+
+
+READ_MODELS["read.lineage.request"] = DerivedArtifact
