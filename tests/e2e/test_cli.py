@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from reader.client import ReadApiError, SyncReadClient
+from reader.models import Pack, SearchRequest, Subject
 from tests.support.builders import MANIFEST_YAML
 from tests.support.pipeline import git
 from tests.support.stack import govindex, remove_stack_data
@@ -167,6 +169,52 @@ def test_operator_commands_work_against_a_running_stack(running: Path) -> None:
 
     wait_for(lambda: notes().get("b.md", ("",))[0] == "deleted")
     assert str(notes()["a.md"][1]).startswith("sha256:")
+
+    # Packs: built by the CLI, re-checked by verify-pack (exit 0 valid, 1 invalid, 2 stale).
+    who = ["--tenant", "acme", "--principal", "group:eng", "--purpose", "support"]
+    govindex(cwd, "pack", "pipeline", *who, "--max-tokens", "500", "-o", "deploy.json")
+    pack = json.loads((cwd / "deploy.json").read_text())
+    assert [i["anchor"]["doc_id"] for i in pack["items"]] == ["deploy.md"]
+    assert pack["used_tokens"] <= 500 and pack["manifest"]["pack_hash"]
+    assert govindex(cwd, "verify-pack", "deploy.json").stdout.startswith("valid")
+    forged = {**pack, "manifest": {**pack["manifest"], "purpose": "marketing"}}
+    (cwd / "forged.json").write_text(json.dumps(forged))
+    tampered = govindex(cwd, "verify-pack", "forged.json", check=False)
+    assert tampered.returncode == 1 and tampered.stdout.startswith("tampered")
+    (repo / "deploy.md").write_text("# Deploy\nShip with the purple pipeline.\n")
+    git(repo, "commit", "-q", "-am", "three")
+    govindex(cwd, "ingest", "git", "repo", "--source", "handbook")
+    wait_for(lambda: govindex(cwd, "verify-pack", "deploy.json", check=False).returncode == 2)
+    govindex(cwd, "pack", "alpha", *who, "-o", "alpha.json")
+    assert govindex(cwd, "verify-pack", "alpha.json").returncode == 0
+    govindex(cwd, "delete", "--source", "notes", "--doc", "a.md")
+    wait_for(lambda: govindex(cwd, "verify-pack", "alpha.json", check=False).returncode == 1)
+    invalid = govindex(cwd, "verify-pack", "alpha.json", "--json", check=False)
+    assert json.loads(invalid.stdout)["status"] == "invalid" and "alpha" not in invalid.stdout
+
+    # The read API on its internal listener, with the token `up` wrote to stack.json.
+    stack = json.loads((cwd / ".govindex" / "stack.json").read_text())
+    assert stack["read_url"] != stack["http_url"] and stack["read_token"]
+    assert (cwd / ".govindex" / "stack.json").stat().st_mode & 0o077 == 0
+    with SyncReadClient(stack["read_url"], stack["read_token"]) as client:
+        found = client.search(
+            SearchRequest(
+                tenant="acme",
+                subject=Subject(principals=["group:eng"]),
+                purpose="support",
+                query="purple pipeline",
+            )
+        )
+        assert [h.anchor.doc_id for h in found.hits] == ["deploy.md"]
+        assert client.verify(Pack.model_validate(pack).manifest).status == "stale"
+    with (
+        pytest.raises(ReadApiError) as refused,
+        SyncReadClient(stack["read_url"], "not-the-token") as client,
+    ):
+        client.search(
+            SearchRequest(tenant="acme", subject=Subject(principals=["g"]), purpose="x", query="y")
+        )
+    assert refused.value.status == 401
 
     status = govindex(cwd, "status", "--json")
     report = json.loads(status.stdout)

@@ -80,6 +80,8 @@ class Settings(BaseSettings):
     read_token: str | None = None
     # The dense channel's model: embeds chunks at ingest and queries at read time.
     embedder: Literal["wordllama", "none"] = "wordllama"
+    # Cosine similarity under which the dense channel returns nothing for a chunk.
+    dense_min_similarity: float = Field(default=0.3, ge=-1, le=1)
 
     @property
     def topics(self) -> Topics:

@@ -121,7 +121,11 @@ class Runtime:
     @cached_property
     def reads(self) -> PostgresReadStore:
         """The read service's snapshots; the dense channel's vectors cached in memory."""
-        vectors = VectorCache(self.embedder) if self.embedder is not None else None
+        vectors = (
+            VectorCache(self.embedder, min_similarity=self.settings.dense_min_similarity)
+            if self.embedder is not None
+            else None
+        )
         return PostgresReadStore(self.pool, vectors)
 
     @cached_property

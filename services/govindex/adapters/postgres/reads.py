@@ -168,7 +168,8 @@ class PostgresReadSnapshot:
         query = np.frombuffer(embedder.embed([text])[0], dtype="<f4")
         scores = matrix @ query
         order = np.lexsort((np.array(ids), -scores))[:limit]
-        return [ids[i] for i in order]
+        # Below the floor a static model's neighbours are noise, not paraphrases.
+        return [ids[i] for i in order if scores[i] >= self._vectors.min_similarity]
 
     async def graph(
         self,
@@ -306,8 +307,11 @@ class VectorCache:
     a deleted chunk is simply never asked for again (the admissible ids come from Postgres).
     """
 
-    def __init__(self, embedder: Embedder, max_vectors: int = 2_000_000) -> None:
+    def __init__(
+        self, embedder: Embedder, *, min_similarity: float = 0.3, max_vectors: int = 2_000_000
+    ) -> None:
         self.embedder = embedder
+        self.min_similarity = min_similarity
         self._max = max_vectors
         self._vectors: dict[str, np.ndarray[Any, np.dtype[np.float32]]] = {}
 
