@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck check schemas bench bench-purge bench-emission clean up
+.PHONY: demo test lint typecheck check schemas bench bench-purge bench-emission eval-readpath clean up
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,9 @@ bench-purge: $(STAMP)
 
 bench-emission: $(STAMP)
 	$(BIN)/python bench/emission.py
+
+eval-readpath: $(STAMP)
+	$(BIN)/python bench/eval_readpath.py
 
 schemas: $(STAMP)
 	$(BIN)/govindex schemas --write

@@ -8,6 +8,8 @@ names as written are kept as aliases. Rules:
 - `owner:` with `service:` → service OWNED_BY team; without → document OWNED_BY team.
 - `applies_to:` → document APPLIES_TO service (each).
 - `supersedes:` → document SUPERSEDES document (ids in the same source).
+- `alerts:` with `service:` → service FIRES alert; without → document ABOUT alert, so an
+  alert reaches its service, the service's owner and its runbook in two hops.
 
 The document kind comes from frontmatter `type:` or from the path (runbooks/, policies/,
 incidents/).
@@ -85,6 +87,14 @@ def extract_edges(source_id: str, doc_id: str, frontmatter: Mapping[str, Any]) -
             ]
         else:
             edges.append(Edge(doc, "OWNED_BY", entity("team", owner), doc_id, owner))
+    for alert in _names(frontmatter.get("alerts")):
+        if services:
+            edges += [
+                Edge(entity("service", s), "FIRES", entity("alert", alert), s, alert)
+                for s in services
+            ]
+        else:
+            edges.append(Edge(doc, "ABOUT", entity("alert", alert), doc_id, alert))
     for older in _names(frontmatter.get("supersedes")):
         edges.append(Edge(doc, "SUPERSEDES", f"document:{source_id}/{older}", doc_id, older))
     return list(dict.fromkeys(edges))

@@ -37,3 +37,14 @@ def test_kind_from_frontmatter_type_or_path() -> None:
     assert document_kind("postmortems/2025-01.md", {}) == "incident"
     assert document_kind("notes.md", {}) == "document"
     assert extract_edges("s", "notes.md", {}) == []
+
+
+def test_alerts_hang_off_their_service_or_their_document() -> None:
+    edges = extract_edges(
+        "cat", "services/checkout.md", {"service": "checkout", "alerts": ["KubeHpaMaxedOut"]}
+    )
+    assert ("service:checkout", "FIRES", "alert:kubehpamaxedout") in {
+        (e.subject, e.relation, e.object) for e in edges
+    }
+    alone = extract_edges("rb", "KubeHpaMaxedOut.md", {"alerts": "KubeHpaMaxedOut"})
+    assert [(e.relation, e.object) for e in alone] == [("ABOUT", "alert:kubehpamaxedout")]
