@@ -184,6 +184,8 @@ async def retire_source(rt: Runtime, source_id: str, reason: str) -> list[str]:
     manifest = await rt.registry.set_enabled(source_id, False)
     if manifest is None:
         raise SourceRefused(f"source {source_id!r} is not registered")
+    if rt.cache is not None:  # reads refuse it from now on; cached answers go too
+        await rt.cache.evict_source(manifest.tenant, source_id)
     return await delete_source(
         manifest,
         held=await rt.registry.held_documents(source_id),

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal, TypeVar
 
 import structlog
+from pydantic import BaseModel
 
 from govindex.core.errors import TransientError
 from govindex.core.ports import (
@@ -185,6 +186,17 @@ def _highlights(chunk: Chunk, query: str) -> list[Highlight]:
     ]
 
 
+class _Entry(BaseModel):
+    """A cache entry: the response and the sequence of every document it holds."""
+
+    documents: dict[str, int]
+    body: str
+
+
+def _doc(c: Chunk) -> str:
+    return f"{c.tenant_id}/{c.source_id}/{c.doc_id}"
+
+
 def cache_key(kind: str, request: SearchRequest) -> str:
     """The canonical request (subject included, so entries are never shared across
     subjects); a request without as_of is keyed as "now" and cached briefly."""
@@ -202,9 +214,11 @@ class ReadService:
     # --- search -----------------------------------------------------------------------
 
     async def search(self, request: SearchRequest) -> SearchResponse:
-        async def build() -> tuple[SearchResponse, list[Chunk]]:
+        async def build() -> tuple[SearchResponse, list[Chunk], dict[str, int]]:
             async with self.ports.store.snapshot() as snap:
                 r = await _rank(request, snap, self.ports)
+                top = [r.facts[chunk_id].chunk for chunk_id, _, _ in r.fused[: request.limit]]
+                sequences = await snap.doc_sequences(sorted({_doc(c) for c in top}))
             hits = []
             for rank, (chunk_id, score, channels) in enumerate(r.fused[: request.limit], 1):
                 c = r.facts[chunk_id].chunk
@@ -227,18 +241,19 @@ class ReadService:
                 degraded=r.degraded,
                 trace=r.trace if request.trace else None,
             )
-            return response, [r.facts[h.anchor.chunk_id].chunk for h in hits]
+            return response, top, sequences
 
         return await self._cached("search", request, build, SearchResponse)
 
     # --- packs ------------------------------------------------------------------------
 
     async def pack(self, request: PackRequest) -> Pack:
-        async def build() -> tuple[Pack, list[Chunk]]:
+        async def build() -> tuple[Pack, list[Chunk], dict[str, int]]:
             async with self.ports.store.snapshot() as snap:
                 r = await _rank(request, snap, self.ports)
                 pack, held = await _assemble(request, r, snap)
-            return pack, held
+                sequences = await snap.doc_sequences(sorted({_doc(c) for c in held}))
+            return pack, held, sequences
 
         return await self._cached("pack", request, build, Pack)
 
@@ -246,30 +261,56 @@ class ReadService:
         self,
         kind: str,
         request: SearchRequest,
-        build: Callable[[], Awaitable[tuple[T, list[Chunk]]]],
+        build: Callable[[], Awaitable[tuple[T, list[Chunk], dict[str, int]]]],
         model: type[T],
     ) -> T:
+        """Serve from the cache only what is provably current, and keep nothing that is not.
+
+        An entry records the sequence of every document it holds. A hit is served only if
+        Postgres still has each at that sequence with its source enabled (one small
+        query), which closes the window between a commit and its eviction. After a write
+        the same check runs again and deletes the entry if a change committed meanwhile;
+        a change committing later evicts it through its tags (the indexer and purger
+        evict after they commit), so no entry outlives a purge, revocation or version."""
         cache = self.ports.cache
         name = cache_key(kind, request)
         if cache is not None and request.cache == "use":
             stored = await cache.get(name)
             if stored is not None:
-                return model.model_validate_json(stored).model_copy(update={"cached": True})
-        epoch = await cache.epoch() if cache is not None and request.cache != "bypass" else 0
-        result, held = await build()
+                entry = _Entry.model_validate_json(stored)
+                if await self.ports.store.still_current(entry.documents):
+                    result = model.model_validate_json(entry.body)
+                    return result.model_copy(update={"cached": True})
+        result, held, sequences = await build()
         if cache is not None and request.cache != "bypass":
-            ttl = self._ttl(request, held)
-            if ttl > 0:
-                await cache.put_if_unchanged(
-                    name,
-                    result.model_dump_json().encode(),
-                    epoch=epoch,
-                    documents=sorted({f"{c.tenant_id}/{c.source_id}/{c.doc_id}" for c in held}),
-                    chunks=sorted({c.chunk_id for c in held}),
-                    principals=sorted(set(request.subject.principals)),
-                    ttl_s=ttl,
-                )
+            await self._store(name, request, result, held, sequences)
         return result
+
+    async def _store(
+        self,
+        name: str,
+        request: SearchRequest,
+        result: Pack | SearchResponse,
+        held: Sequence[Chunk],
+        sequences: dict[str, int],
+    ) -> None:
+        cache = self.ports.cache
+        ttl = self._ttl(request, held)
+        if cache is None or ttl <= 0:
+            return
+        if len(sequences) != len({_doc(c) for c in held}):
+            return  # a held document without an order-guard row: nothing to check against
+        entry = _Entry(documents=sequences, body=result.model_dump_json())
+        await cache.put(
+            name,
+            entry.model_dump_json().encode(),
+            documents=sorted(sequences),
+            chunks=sorted({c.chunk_id for c in held}),
+            principals=sorted(set(request.subject.principals)),
+            ttl_s=ttl,
+        )
+        if not await self.ports.store.still_current(sequences):
+            await cache.delete(name)  # changed while we wrote: the entry must not stay
 
     def _ttl(self, request: SearchRequest, held: Sequence[Chunk]) -> int:
         """Bounded by the earliest moment an item stops being valid (for a request about
@@ -417,11 +458,18 @@ async def _assemble(
                 )
             )
             continue
-        hydrated = [
-            (rel, h)
-            for rel, h in await _hydrate(c, request, r.access, snap)
-            if h.chunk_id not in taken_chunks and h.chunk_id != chunk_id
-        ]
+        hydrated: list[tuple[Relation, Chunk]] = []
+        seen = {c.content_hash}
+        for rel, h in await _hydrate(c, request, r.access, snap):
+            # one content hash once in a pack, context included
+            if (
+                h.chunk_id in taken_chunks
+                or h.content_hash in taken_hashes
+                or h.content_hash in seen
+            ):
+                continue
+            seen.add(h.content_hash)
+            hydrated.append((rel, h))
         own = textual.tokens(c.text)
         total = own + sum(textual.tokens(h.text) for _, h in hydrated)
         if used + total > budget.max_tokens:
@@ -439,6 +487,7 @@ async def _assemble(
         if near is not None:
             contradictions.append((near, len(items)))
         taken_hashes[c.content_hash] = len(items)
+        taken_hashes.update((h.content_hash, len(items)) for _, h in hydrated)
         simhashes.append(c.simhash)
         taken_chunks.add(chunk_id)
         taken_chunks.update(h.chunk_id for _, h in hydrated)

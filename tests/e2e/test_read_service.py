@@ -14,10 +14,11 @@ import pytest
 
 from govindex.adapters.postgres.reads import PostgresReadStore
 from govindex.core.ports import DocumentKey
+from ingest.app import retire_source
 from reader.app import ReadServer, read_service
 from reader.client import ReadApiError, ReadClient, SyncReadClient
 from reader.models import CHANNELS, Manifest, Pack, PackRequest, SearchRequest, Subject
-from reader.service import ReadPorts, ReadService
+from reader.service import ReadPorts, ReadService, cache_key
 from tests.support.pipeline import Pipeline
 
 pytestmark = pytest.mark.e2e
@@ -186,7 +187,8 @@ async def test_never_1_cache_entries_hold_nothing_of_another_subject(pipeline: P
         v for v in [await redis.get(k) for k in keys] if v is not None and b"group:hr" not in v
     ]
     assert len(eng_entries) == 1
-    assert SECRET.encode() not in _without_echo(eng_entries[0])
+    body = json.loads(eng_entries[0])["body"].encode()  # an entry wraps the response
+    assert SECRET.encode() not in _without_echo(body)
 
 
 # --- 2. deletion hides at once, at every as_of; a disabled source too ------------------
@@ -383,28 +385,44 @@ async def test_never_6_cache_evicted_on_new_version_narrowing_and_purge(
     gone = await service.pack(request)
     assert not gone.cached and gone.items == []
 
+    await p.wait_processed(p.publish(p.change("runbooks/orders-db.md", 6, RUNBOOK)))
+    await fresh()
+    await retire_source(p.rt, p.source, "source_disabled")  # before any tombstone applies
+    disabled = await service.pack(request)
+    assert not disabled.cached and disabled.items == []
 
-async def test_never_6_a_cache_write_that_races_an_eviction_is_dropped(
+
+async def test_never_6_a_cache_write_that_races_a_change_does_not_stay(
     pipeline: Pipeline,
 ) -> None:
-    cache = pipeline.rt.cache
-    assert cache is not None
-    epoch = await cache.epoch()
-    await cache.evict_document(f"{pipeline.tenant}/{pipeline.source}/doc")  # a purge meanwhile
-    stored = await cache.put_if_unchanged(
-        "late", b"stale", epoch=epoch, documents=["d"], chunks=["c"], principals=["p"], ttl_s=60
-    )
-    assert stored is False and await cache.get("late") is None
-    ok = await cache.put_if_unchanged(
-        "fresh",
-        b"x",
-        epoch=await cache.epoch(),
-        documents=["d"],
-        chunks=[],
-        principals=[],
-        ttl_s=60,
-    )
-    assert ok and await cache.get("fresh") == b"x"
+    """A pack built from a snapshot older than a committed change (here: built at sequence
+    1, stored after sequence 2 committed) is deleted right after it is written, and an
+    entry whose document changed is never served."""
+    p = pipeline
+    await p.wait_processed(p.publish(p.change("runbooks/orders-db.md", 1, RUNBOOK)))
+    await p.rt.index.refresh()
+    service = read_service(p.rt)
+    request = PackRequest.model_validate({**_request(p, "promote replica"), "cache": "use"})
+    async with p.rt.reads.snapshot() as snap:  # the racing reader's snapshot
+        old = await snap.doc_sequences([f"{p.tenant}/{p.source}/runbooks/orders-db.md"])
+    pack = await service.pack(request.model_copy(update={"cache": "bypass"}))
+    held = [c for c in (await p.rt.chunks.chunks_by_id([i.anchor.chunk_id for i in pack.items]))]
+    assert held and old == {f"{p.tenant}/{p.source}/runbooks/orders-db.md": 1}
+    await p.wait_processed(p.publish(p.change("runbooks/orders-db.md", 2, RUNBOOK + "\nv2\n")))
+    name = cache_key("pack", request)
+    await service._store(name, request, pack, held, old)  # the late write
+    assert p.rt.cache is not None
+    assert await p.rt.cache.get(name) is None
+    # And an entry that did stay is not served once its document moved on.
+    fresh = await service.pack(request)
+    assert not fresh.cached and await p.rt.cache.get(name) is not None
+    assert (await service.pack(request)).cached
+    async with p.pool.connection() as conn:  # a commit whose eviction has not run yet
+        await conn.execute(
+            "UPDATE documents SET last_sequence = last_sequence + 1 WHERE tenant_id = %s",
+            (p.tenant,),
+        )
+    assert not (await service.pack(request)).cached
 
 
 # --- 7. verify never says valid for a changed pack ------------------------------------

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 import redis
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError, WatchError
+from redis.exceptions import RedisError
 
 from govindex.core.errors import TransientError
 
@@ -25,6 +25,15 @@ def _doc_tag(namespace: str, doc_key: str) -> str:
 
 def _chunk_tag(namespace: str, chunk_id: str) -> str:
     return f"{PREFIX}:{namespace}:tag:chunk:{chunk_id}"
+
+
+def _source_tag(namespace: str, tenant_source: str) -> str:
+    return f"{PREFIX}:{namespace}:tag:source:{tenant_source}"
+
+
+def _source_of(doc_key: str) -> str:
+    """`tenant/source` of a `tenant/source/doc` key."""
+    return "/".join(doc_key.split("/", 2)[:2])
 
 
 def _principal_tag(namespace: str, principal: str) -> str:
@@ -44,11 +53,8 @@ def redis_version(url: str) -> str:
 class RedisTaggedCache:
     """put/get/evict with tag sets; keys are namespaced like topics and the index alias.
 
-    Every eviction first bumps an epoch counter. A reader takes the epoch before it opens its
-    Postgres snapshot and writes its entry only if the epoch has not moved (WATCH/MULTI), so
-    an entry built from a snapshot older than a purge can never outlive that purge: either
-    the purge's bump aborts the write, or the write lands first and the purge's eviction,
-    which follows its bump, deletes it through the tags written with it.
+    Entries are also tagged by source (`tenant/source`), so disabling a source or changing
+    its manifest evicts everything built from it.
     """
 
     def __init__(self, url: str, namespace: str) -> None:
@@ -77,6 +83,9 @@ class RedisTaggedCache:
         try:
             async with self._redis.pipeline(transaction=True) as pipe:
                 pipe.set(key, value, ex=ttl_s)
+                documents = list(documents)
+                for source in {_source_of(d) for d in documents}:
+                    pipe.sadd(_source_tag(self.namespace, source), key)
                 for doc in documents:
                     pipe.sadd(_doc_tag(self.namespace, doc), key)
                 for chunk in chunks:
@@ -87,51 +96,9 @@ class RedisTaggedCache:
         except RedisError as exc:
             raise TransientError(f"Redis is unavailable: {exc}") from exc
 
-    @property
-    def _epoch_key(self) -> str:
-        return f"{PREFIX}:{self.namespace}:epoch"
-
-    async def epoch(self) -> int:
+    async def delete(self, name: str) -> None:
         try:
-            value = await self._redis.get(self._epoch_key)
-        except RedisError as exc:
-            raise TransientError(f"Redis is unavailable: {exc}") from exc
-        return int(value or 0)
-
-    async def _bump(self) -> None:
-        await self._redis.incr(self._epoch_key)
-
-    async def put_if_unchanged(
-        self,
-        name: str,
-        value: bytes,
-        *,
-        epoch: int,
-        documents: Iterable[str],
-        chunks: Iterable[str],
-        principals: Iterable[str],
-        ttl_s: int,
-    ) -> bool:
-        """Store and tag an entry unless an eviction happened since `epoch` was read."""
-        key = self.key(name)
-        try:
-            async with self._redis.pipeline(transaction=True) as pipe:
-                await pipe.watch(self._epoch_key)
-                if int(await pipe.get(self._epoch_key) or 0) != epoch:
-                    await pipe.unwatch()  # type: ignore[no-untyped-call]
-                    return False
-                pipe.multi()  # type: ignore[no-untyped-call]
-                pipe.set(key, value, ex=ttl_s)
-                for tag in (
-                    *(_doc_tag(self.namespace, d) for d in documents),
-                    *(_chunk_tag(self.namespace, c) for c in chunks),
-                    *(_principal_tag(self.namespace, p) for p in principals),
-                ):
-                    pipe.sadd(tag, key)
-                await pipe.execute()
-                return True
-        except WatchError:
-            return False
+            await self._redis.delete(self.key(name))
         except RedisError as exc:
             raise TransientError(f"Redis is unavailable: {exc}") from exc
 
@@ -152,7 +119,6 @@ class RedisTaggedCache:
         """Delete entries built from the document *for* any of the principals (revocation):
         the intersection of the document's tag and each principal's tag."""
         try:
-            await self._bump()
             doc_keys = await self._redis.smembers(_doc_tag(self.namespace, doc_key))
             keys: set[bytes | str] = set()
             for principal in principals:
@@ -162,13 +128,17 @@ class RedisTaggedCache:
         except RedisError as exc:
             raise TransientError(f"Redis is unavailable: {exc}") from exc
 
+    async def evict_source(self, tenant_id: str, source_id: str) -> int:
+        """Delete every entry built from any document of the source (disabled, or its
+        manifest changed what it allows)."""
+        return await self._evict([_source_tag(self.namespace, f"{tenant_id}/{source_id}")])
+
     async def evict_chunks(self, chunk_ids: Iterable[str]) -> int:
         """Delete every entry built from any of these chunks (one version going away)."""
         return await self._evict([_chunk_tag(self.namespace, c) for c in chunk_ids])
 
     async def _evict(self, tags: list[str]) -> int:
         try:
-            await self._bump()
             keys: set[bytes | str] = set()
             for tag in tags:
                 keys |= await self._redis.smembers(tag)

@@ -44,6 +44,9 @@ def apply(
         await migrate(rt.servers.pg_dsn)
         for m in manifests:
             outcome = await rt.registry.register(m)
+            if outcome == "updated" and rt.cache is not None:
+                # what the source allows may have narrowed: cached answers go
+                await rt.cache.evict_source(m.tenant, m.source_id)
             state = "enabled" if m.enabled else "DISABLED"
             console.print(
                 f"{outcome:8} {m.source_id}  (tenant {m.tenant}, {m.source_type.value}, "

@@ -8,7 +8,7 @@ dataclasses: they carry decided facts between layers, they are not wire models.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -377,6 +377,8 @@ class TaggedCache(Protocol):
 
     async def evict_chunks(self, chunk_ids: Iterable[str]) -> int: ...
 
+    async def evict_source(self, tenant_id: str, source_id: str) -> int: ...
+
     async def count_document(self, doc_key: str, chunk_ids: Iterable[str] = ()) -> int: ...
 
 
@@ -605,9 +607,15 @@ class ReadSnapshot(Protocol):
 
     async def generation(self) -> int | None: ...
 
+    async def doc_sequences(self, doc_keys: Sequence[str]) -> dict[str, int]: ...
+
 
 class ReadStore(Protocol):
     def snapshot(self) -> AbstractAsyncContextManager[ReadSnapshot]: ...
+
+    async def still_current(self, doc_sequences: Mapping[str, int]) -> bool:
+        """True if every document is still at that sequence, with its source enabled."""
+        ...
 
 
 class Embedder(Protocol):
@@ -621,23 +629,22 @@ class Embedder(Protocol):
 
 
 class ReadCache(Protocol):
-    """Cached responses, tagged with what they hold; a write racing an eviction is dropped."""
-
-    async def epoch(self) -> int: ...
+    """Cached responses, tagged with the documents, chunks and principals they hold."""
 
     async def get(self, name: str) -> bytes | None: ...
 
-    async def put_if_unchanged(
+    async def put(
         self,
         name: str,
-        value: bytes,
+        value: bytes | str,
         *,
-        epoch: int,
         documents: Iterable[str],
-        chunks: Iterable[str],
-        principals: Iterable[str],
-        ttl_s: int,
-    ) -> bool: ...
+        chunks: Iterable[str] = (),
+        principals: Iterable[str] = (),
+        ttl_s: int = 3600,
+    ) -> None: ...
+
+    async def delete(self, name: str) -> None: ...
 
 
 class VectorStore(Protocol):

@@ -10,7 +10,7 @@ then re-checks every candidate from `facts` (integrity included) in the same sna
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, LiteralString
 
@@ -292,6 +292,17 @@ class PostgresReadSnapshot:
         )
         return [EdgeFact(*row) for row in await cur.fetchall()]
 
+    async def doc_sequences(self, doc_keys: Sequence[str]) -> dict[str, int]:
+        if not doc_keys:
+            return {}
+        cur = await self._conn.execute(
+            "SELECT d.tenant_id || '/' || d.source_id || '/' || d.doc_id, d.last_sequence "
+            "FROM unnest(%s::text[], %s::text[], %s::text[]) AS k(t, s, d) JOIN documents d "
+            "ON d.tenant_id = k.t AND d.source_id = k.s AND d.doc_id = k.d",
+            _split(doc_keys),
+        )
+        return {row[0]: int(row[1]) for row in await cur.fetchall()}
+
     async def generation(self) -> int | None:
         cur = await self._conn.execute(
             "SELECT max(generation) FROM index_generations WHERE state = 'live'"
@@ -342,11 +353,33 @@ class PostgresReadStore:
         self._pool = pool
         self._vectors = vectors
 
+    async def still_current(self, doc_sequences: Mapping[str, int]) -> bool:
+        if not doc_sequences:
+            return True
+        keys = list(doc_sequences)
+        async with transaction(self._pool) as conn:
+            cur = await conn.execute(
+                "SELECT count(*) FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[]) "
+                "AS k(t, s, d, seq) JOIN documents d ON d.tenant_id = k.t AND d.source_id = k.s "
+                "AND d.doc_id = k.d JOIN sources src ON src.tenant_id = d.tenant_id AND "
+                "src.source_id = d.source_id "
+                "WHERE d.last_sequence = k.seq AND d.state = 'active' AND src.enabled",
+                (*_split(keys), [doc_sequences[k] for k in keys]),
+            )
+            row = await cur.fetchone()
+        return row is not None and int(row[0]) == len(keys)
+
     @asynccontextmanager
     async def snapshot(self) -> AsyncIterator[PostgresReadSnapshot]:
         async with transaction(self._pool) as conn:
             await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             yield PostgresReadSnapshot(conn, self._vectors)
+
+
+def _split(doc_keys: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
+    """`tenant/source/doc` keys as three arrays (doc ids may hold slashes)."""
+    parts = [key.split("/", 2) for key in doc_keys]
+    return [p[0] for p in parts], [p[1] for p in parts], [p[2] for p in parts]
 
 
 _WORD = re.compile(r"[\w.-]+")
