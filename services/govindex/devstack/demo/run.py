@@ -24,7 +24,7 @@ from govindex.runtime.workers import Workers
 from ingest.app import delete_one, ingest_git
 from ingest.sources import GitSnapshot
 from reader.app import read_service
-from reader.models import Hit, SearchRequest, Subject
+from reader.models import Budget, Hit, PackRequest, SearchRequest, Subject
 
 T = TypeVar("T")
 DEMO_USER = ("user:dana", "group:eng")
@@ -162,7 +162,24 @@ async def _queries(rt: Runtime, manifest: SourceManifest) -> None:
 
 
 async def _delete(rt: Runtime, manifest: SourceManifest) -> None:
-    print("\n6. Deleting runbooks/cache-flush.md ...")
+    service = read_service(rt)
+    pack = await service.pack(
+        PackRequest(
+            tenant=manifest.tenant,
+            subject=Subject(principals=list(DEMO_USER)),
+            purpose="support",
+            query="edge cache purge",
+            budget=Budget(max_tokens=600),
+            cache="bypass",
+        )
+    )
+    verdict = await service.verify(pack.manifest)
+    print(
+        f"\n6. A context pack for 'edge cache purge': {len(pack.items)} item(s), "
+        f"{pack.used_tokens}/{pack.max_tokens} tokens, pack_hash {pack.manifest.pack_hash[:12]}"
+        f"; verify: {verdict.status}."
+    )
+    print("   Deleting runbooks/cache-flush.md ...")
     _, sequence = await delete_one(
         rt, manifest.source_id, "runbooks/cache-flush.md", "retired runbook"
     )
@@ -177,6 +194,9 @@ async def _delete(rt: Runtime, manifest: SourceManifest) -> None:
         )
     hits = await _search(rt, manifest, "edge cache purge", DEMO_USER, datetime.now(UTC))
     print(f"   query 'edge cache purge' after the purge: {len(hits)} result(s)")
+    verdict = await service.verify(pack.manifest)
+    reasons = sorted({p.reason for p in verdict.pins if p.reason})
+    print(f"   the earlier pack now verifies as: {verdict.status} ({', '.join(reasons)})")
 
 
 async def _search(
