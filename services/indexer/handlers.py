@@ -108,7 +108,7 @@ async def index_document(envelope: Envelope, ports: IndexerPorts) -> ApplyResult
     if result.outcome != "stale":
         key = DocumentKey(payload.tenant_id, payload.source_id, payload.doc_id)
         await ports.index.upsert(await ports.store.chunks_changed_by(key, payload.sequence))
-        if ports.cache is not None:  # a new version, narrowed access or a tombstone
+        if ports.cache is not None and _reshapes_answers(result):
             await ports.cache.evict_document(payload.key)
     log.info(
         "document.applied",
@@ -293,6 +293,17 @@ async def _record_deletion(
             ]
         )
     return result
+
+
+def _reshapes_answers(result: ApplyResult) -> bool:
+    """A new version, or changed access or validity that is not a plain loss of principals,
+    evicts every cached answer built from the document. A loss of principals evicts only
+    the answers built for them (the purger, on the revocation event); a tombstone evicts
+    on purge. Entries are never served past a change anyway: the read service checks each
+    held document's sequence on every hit; eviction keeps Redis from holding them."""
+    if result.outcome == "indexed":
+        return True
+    return result.outcome == "metadata_updated" and not result.revoked
 
 
 def _to_purger(

@@ -676,3 +676,120 @@ async def test_client_opens_an_anchor_and_manifest_round_trips(
         await p.rt.chunks.last_sequence(DocumentKey(p.tenant, p.source, "runbooks/orders-db.md"))
         == 1
     )
+
+
+async def test_flags_superseded_by_and_relation_conflict_with_admitted_evidence(
+    pipeline: Pipeline,
+) -> None:
+    p = pipeline
+    old = "---\nservice: ledger\nowner: team-a\n---\n# Ledger recovery\n\nReplay the batch.\n"
+    new = (
+        "---\nservice: ledger\nowner: team-b\nsupersedes: runbooks/ledger-old.md\n---\n"
+        "# Ledger recovery v2\n\nReplay the batch from the journal.\n"
+    )
+    hidden = "---\nservice: ledger\nowner: team-secret\n---\n# Ledger notes\n\nHR only.\n"
+    ids = p.publish(
+        p.change("runbooks/ledger-old.md", 1, old),
+        p.change("runbooks/ledger-new.md", 1, new),
+        p.change("hr/ledger.md", 1, hidden, acl=["group:hr"]),
+    )
+    await p.wait_processed(ids)
+    await p.rt.index.refresh()
+    pack = await read_service(p.rt).pack(
+        PackRequest.model_validate(_request(p, "ledger recovery replay batch"))
+    )
+    by_doc = {i.anchor.doc_id: i for i in pack.items}
+    assert {"runbooks/ledger-old.md", "runbooks/ledger-new.md"} <= set(by_doc)
+    superseded = [f for f in by_doc["runbooks/ledger-old.md"].flags if f.kind == "superseded_by"]
+    assert superseded and superseded[0].items == [by_doc["runbooks/ledger-new.md"].key]
+    conflicts = [f for i in pack.items for f in i.flags if f.kind == "relation_conflict"]
+    assert conflicts
+    assert "team-a" in conflicts[0].detail and "team-b" in conflicts[0].detail
+    assert "team-secret" not in pack.model_dump_json()  # its evidence is not admitted
+    hr_chunks = await _restricted_ids(p)
+    assert not {e for f in conflicts for e in f.evidence} & hr_chunks
+
+
+async def test_reembed_restores_vectors_from_stored_text(pipeline: Pipeline) -> None:
+    from indexer.app import reembed_chunks
+
+    p = pipeline
+    await p.wait_processed(p.publish(p.change("runbooks/orders-db.md", 1, RUNBOOK)))
+    assert p.rt.embedder is not None
+    have, total = await p.rt.vectors.count(p.rt.embedder.name, p.rt.embedder.version)
+    assert have == total > 0  # embedded at ingest
+    async with p.pool.connection() as conn:
+        await conn.execute("DELETE FROM chunk_vectors")
+    dense = SearchRequest.model_validate(
+        _request(p, "the primary database stopped answering", channels=["dense"])
+    )
+    assert (await read_service(p.rt).search(dense)).hits == []
+    assert await reembed_chunks(p.rt) == total
+    assert await p.rt.vectors.count(p.rt.embedder.name, p.rt.embedder.version) == (total, total)
+    assert (await read_service(p.rt).search(dense)).hits
+
+
+def test_the_production_read_worker_serves_with_tokens_and_refuses_without(
+    settings: Any, tmp_path: Any
+) -> None:
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GOVINDEX_")}
+    env.update(
+        GOVINDEX_PG_DSN=settings.pg_dsn,
+        GOVINDEX_KAFKA_BOOTSTRAP=settings.kafka_bootstrap,
+        GOVINDEX_OPENSEARCH_URL=settings.opensearch_url,
+        GOVINDEX_REDIS_URL=settings.redis_url,
+        GOVINDEX_NAMESPACE=settings.namespace,
+        GOVINDEX_READ_PORT=str(port),
+    )
+    from govindex.runtime.bootstrap import prepare
+
+    asyncio.run(prepare(settings))  # what `govindex bootstrap` does once per deploy
+    cmd = [sys.executable, "-m", "govindex.cli.main", "worker", "reader"]
+    refused = subprocess.run(
+        cmd, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert refused.returncode == 1 and "GOVINDEX_READ_TOKENS" in refused.stderr
+    env["GOVINDEX_READ_TOKENS"] = json.dumps({TOKEN: ["acme"]})
+    worker = subprocess.Popen(
+        cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+                    assert json.loads(r.read()) == {"ok": True}
+                    break
+            except OSError:
+                assert time.monotonic() < deadline and worker.poll() is None
+                time.sleep(0.3)
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{port}/v1/search",
+            data=json.dumps(
+                {
+                    "tenant": "other",
+                    "subject": {"principals": ["g"]},
+                    "purpose": "support",
+                    "query": "x",
+                }
+            ).encode(),
+            headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+        )
+        with pytest.raises(urllib.error.HTTPError) as forbidden:
+            urllib.request.urlopen(req, timeout=10)
+        assert forbidden.value.code == 403
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        out, _ = worker.communicate(timeout=60)
+    assert worker.returncode == 0, out

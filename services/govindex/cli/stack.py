@@ -99,6 +99,11 @@ def worker(
     chosen = _names(names or ["indexer", "purger"])
     port = webhook_port if "webhooks" in chosen else None
     consumers = tuple(n for n in chosen if n not in ("webhooks", "reader"))
+    if "reader" in chosen and not settings.read_tokens:
+        raise Failure(
+            "the read API needs bearer tokens: set GOVINDEX_READ_TOKENS, e.g. "
+            '\'{"<long random token>": ["<tenant>"]}\''
+        )
     return asyncio.run(
         _serve(
             settings,
