@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from aiohttp import web
 
 from govindex.core.errors import GovindexError
 from govindex.core.records import SourceManifest
 from govindex.runtime.composition import Runtime
+from govindex.runtime.listener import Listener
 from govindex.runtime.subscription import Subscription, subscription
 from ingest.cdc_worker import CONSUMER as CDC
 from ingest.cdc_worker import CdcPorts, apply_change
@@ -285,20 +285,14 @@ class WebhookServer:
     rt: Runtime
     host: str = "127.0.0.1"
     port: int = 0
-    _runner: web.AppRunner | None = None
     url: str | None = None
+    _listener: Listener | None = None
 
     async def start(self) -> str:
-        self._runner = web.AppRunner(build_app(receiver_ports(self.rt)), access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        server: Any = site._server  # aiohttp reports the bound port only through the server
-        port = server.sockets[0].getsockname()[1] if server is not None else self.port
-        self.url = f"http://{self.host}:{port}"
-        log.info("webhooks.listening", url=self.url)
+        self._listener = Listener("webhooks", self.host, self.port)
+        self.url = await self._listener.start(build_app(receiver_ports(self.rt)))
         return self.url
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+        if self._listener is not None:
+            await self._listener.stop()

@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-import structlog
-from aiohttp import web
 
 from govindex.runtime.composition import Runtime
+from govindex.runtime.listener import Listener
 from reader.http import build_read_app
 from reader.service import ReadPorts, ReadService
-
-log = structlog.get_logger(__name__)
 
 
 def read_service(rt: Runtime) -> ReadService:
@@ -28,7 +23,7 @@ class ReadServer:
     host: str = "127.0.0.1"
     port: int = 0
     url: str | None = None
-    _runner: web.AppRunner | None = None
+    _listener: Listener | None = None
 
     async def start(self) -> str:
         if not self.tokens:
@@ -36,17 +31,11 @@ class ReadServer:
                 "the read API needs at least one bearer token: set GOVINDEX_READ_TOKENS, e.g. "
                 '\'{"<token>": ["<tenant>"]}\''
             )
+        self._listener = Listener("read_api", self.host, self.port)
         app = build_read_app(read_service(self.rt), self.rt.lineage, self.tokens)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        server: Any = site._server  # aiohttp reports the bound port only through the server
-        port = server.sockets[0].getsockname()[1] if server is not None else self.port
-        self.url = f"http://{self.host}:{port}"
-        log.info("read_api.listening", url=self.url)
+        self.url = await self._listener.start(app)
         return self.url
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+        if self._listener is not None:
+            await self._listener.stop()

@@ -8,7 +8,7 @@ A refusal by tenant, ACL, scope or purpose is *confidential*: nothing about that
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from govindex.core.hashing import sha256_hex
 from govindex.core.ports import ChunkFacts, ReadAccess
@@ -25,17 +25,7 @@ Gate = Literal[
     "integrity",
     "trust",
 ]
-GATES: tuple[Gate, ...] = (
-    "tenant",
-    "acl",
-    "scope",
-    "purpose",
-    "valid_time",
-    "system_time",
-    "deletion",
-    "integrity",
-    "trust",
-)
+GATES: tuple[Gate, ...] = get_args(Gate)
 CONFIDENTIAL: frozenset[Gate] = frozenset({"tenant", "acl", "scope", "purpose"})
 
 

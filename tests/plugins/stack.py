@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import psycopg
@@ -21,6 +22,7 @@ from govindex.core.settings import Settings
 from govindex.devstack.embedded import EmbeddedStack
 from govindex.runtime.bootstrap import prepare
 from govindex.runtime.composition import Runtime
+from govindex.runtime.workers import Workers
 from tests.support.pipeline import Pipeline
 
 configure_logging(level="WARNING", json_output=False)
@@ -74,13 +76,71 @@ def pool(runtime: Runtime) -> AsyncConnectionPool:
     return runtime.pool
 
 
-@pytest.fixture
-async def pipeline(settings: Settings, runtime: Runtime) -> AsyncIterator[Pipeline]:
-    """Prepared namespace, registered source, running workers."""
+@asynccontextmanager
+async def _own_pipeline(settings: Settings, runtime: Runtime) -> AsyncIterator[Pipeline]:
     await prepare(settings)
     p = Pipeline(runtime, tenant=f"tenant-{uuid.uuid4().hex[:8]}")
     await p.register()
     await p.start_workers()
+    try:
+        yield p
+    finally:
+        await p.stop_workers()
+        p.close()
+
+
+@pytest.fixture
+async def pipeline(settings: Settings, runtime: Runtime) -> AsyncIterator[Pipeline]:
+    """Prepared namespace, registered source, running workers."""
+    async with _own_pipeline(settings, runtime) as p:
+        yield p
+
+
+@pytest.fixture
+async def isolated_pipeline(settings: Settings, runtime: Runtime) -> AsyncIterator[Pipeline]:
+    """The same, under a name a module that shares a pipeline (below) cannot shadow: for a
+    test that stops or reconfigures its workers."""
+    async with _own_pipeline(settings, runtime) as p:
+        yield p
+
+
+@pytest.fixture(scope="module")
+async def module_runtime(
+    stack: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[tuple[Runtime, Workers]]:
+    """One namespace, database, Runtime and set of running workers for a whole module whose
+    tests keep apart by tenant (see `shared_pipeline`): the servers' set-up is paid once."""
+    namespace = f"t{uuid.uuid4().hex[:10]}"
+    async with await psycopg.AsyncConnection.connect(stack["pg_dsn"], autocommit=True) as conn:
+        await conn.execute(f"CREATE DATABASE {namespace}")
+    dsn = stack["pg_dsn"].rsplit("/", 1)[0] + f"/{namespace}"
+    await migrate(dsn)
+    settings = Settings(
+        pg_dsn=dsn,
+        kafka_bootstrap=stack["kafka_bootstrap"],
+        opensearch_url=stack["opensearch_url"],
+        redis_url=stack["redis_url"],
+        namespace=namespace,
+        state_dir=tmp_path_factory.mktemp("module"),
+        partitions=2,
+    )
+    await prepare(settings)
+    async with Runtime(settings, pool_size=8) as rt:
+        workers = Workers(rt)
+        await workers.start()
+        yield rt, workers
+        await workers.stop()
+
+
+@pytest.fixture
+async def shared_pipeline(
+    module_runtime: tuple[Runtime, Workers],
+) -> AsyncIterator[Pipeline]:
+    """A Pipeline of its own tenant and source on the module's running workers."""
+    rt, workers = module_runtime
+    p = Pipeline(rt, tenant=f"tenant-{uuid.uuid4().hex[:8]}")
+    await p.register()
+    p.workers = workers
     yield p
-    await p.stop_workers()
+    p.workers = None  # the module's workers outlive the test
     p.close()
