@@ -16,7 +16,13 @@ import structlog
 
 from govindex.core import events
 from govindex.core.envelope import Envelope, KafkaRecord, encode_document_event
-from govindex.core.errors import ContentUnavailable, InvalidEvent, SourceDisabled, UnknownSource
+from govindex.core.errors import (
+    ContentUnavailable,
+    InvalidEvent,
+    SourceDisabled,
+    TransientError,
+    UnknownSource,
+)
 from govindex.core.events import (
     AccessRevoked,
     DocumentChanged,
@@ -108,8 +114,6 @@ async def index_document(envelope: Envelope, ports: IndexerPorts) -> ApplyResult
     if result.outcome != "stale":
         key = DocumentKey(payload.tenant_id, payload.source_id, payload.doc_id)
         await ports.index.upsert(await ports.store.chunks_changed_by(key, payload.sequence))
-        if ports.cache is not None and _reshapes_answers(result):
-            await ports.cache.evict_document(payload.key)
     log.info(
         "document.applied",
         doc_key=payload.key,
@@ -234,6 +238,8 @@ async def _apply_change(
             result.outcome, result.version_id, result.chunk_count, decision.lost_principals
         )
         await tx.enqueue(_announce_change(envelope, payload, result, ports, now))
+        if _reshapes_answers(result):  # before the commit: once it is seen, it is done
+            await _evict_answers(ports, payload.key)
     return result
 
 
@@ -293,6 +299,17 @@ async def _record_deletion(
             ]
         )
     return result
+
+
+async def _evict_answers(ports: IndexerPorts, doc_key: str) -> None:
+    """Best effort: the read service never serves an entry whose documents moved on (it
+    checks their sequences on every hit), so Redis being down must not stop indexing."""
+    if ports.cache is None:
+        return
+    try:
+        await ports.cache.evict_document(doc_key)
+    except TransientError as exc:
+        log.warning("cache.evict_failed", doc_key=doc_key, error=str(exc))
 
 
 def _reshapes_answers(result: ApplyResult) -> bool:

@@ -424,6 +424,7 @@ async def _assemble(
             items[i] = items[i].model_copy(
                 update={"corroboration": [*items[i].corroboration, anchor_of(c)]}
             )
+            held.append(c)  # its anchor is in the pack: a change to it must reach the cache
             r.trace.append(
                 TraceLine(
                     stage="dedup",
@@ -438,6 +439,7 @@ async def _assemble(
             items[near] = items[near].model_copy(
                 update={"corroboration": [*items[near].corroboration, anchor_of(c)]}
             )
+            held.append(c)
             r.trace.append(
                 TraceLine(
                     stage="dedup",
