@@ -166,6 +166,14 @@ async def _rank(request: SearchRequest, snap: ReadSnapshot, ports: ReadPorts) ->
             refused = refusal(found, access)
             if refused is None:
                 kept.append(chunk_id)
+                trace.append(
+                    TraceLine(
+                        stage=channel,
+                        chunk_id=chunk_id,
+                        decision="admitted",
+                        reason=f"rank {len(kept)}; passed every gate",
+                    )
+                )
             elif refused[0] not in CONFIDENTIAL:
                 trace.append(
                     TraceLine(
@@ -486,6 +494,14 @@ async def _assemble(
         used += total
         per_doc[doc] = per_doc.get(doc, 0) + 1
         key = f"S{len(items) + 1}"
+        r.trace.append(
+            TraceLine(
+                stage="select",
+                chunk_id=chunk_id,
+                decision="selected",
+                reason=f"{key}: {total} tokens with {len(hydrated)} hydrated, {used} used",
+            )
+        )
         if near is not None:
             contradictions.append((near, len(items)))
         taken_hashes[c.content_hash] = len(items)

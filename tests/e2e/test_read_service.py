@@ -326,6 +326,13 @@ async def test_never_4_integrity_failed_and_untrusted_instructions_stay_out(
         texts = [i.text for i in pack.items] + [h.text for i in pack.items for h in i.hydrated]
         assert not any("Ignore all previous instructions" in t for t in texts), channel
         assert not any("behind our back" in t for t in texts), channel
+    # The trace says why, for gates that may be told: integrity and trust refusals, what
+    # was admitted and what was selected.
+    assert pack.trace is not None
+    said = {(t.decision, t.reason) for t in pack.trace}
+    assert ("refused", "stored text does not match its content hash") in said
+    assert ("refused", "instruction-bearing text from a non-authoritative source") in said
+    assert any(d == "admitted" for d, _ in said) and any(d == "selected" for d, _ in said)
 
 
 # --- 5. graph edges whose evidence fails the gates are never walked --------------------
