@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 
 from govindex.core.records import Chunk
 
@@ -32,7 +31,7 @@ def fuse(
         return (
             -round(scores[chunk_id], 12),
             _TRUST.get(c.trust_level, 3),
-            -_epoch(c.valid_from),
+            -c.valid_from.timestamp(),
             c.source_id,
             c.doc_id,
             c.char_start,
@@ -40,7 +39,3 @@ def fuse(
         )
 
     return [(c, scores[c], ranks[c]) for c in sorted(scores, key=order)]
-
-
-def _epoch(moment: datetime) -> float:
-    return moment.timestamp()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
 
 from govindex.core.ports import ChunkFacts, ReadAccess
 from govindex.core.records import Chunk
@@ -102,7 +101,3 @@ def pins(manifest: Manifest) -> list[tuple[Pin, str]]:
         found.append((item, item.key))
         found += [(h, item.key) for h in item.hydrated]
     return found
-
-
-def by_id(facts: Mapping[str, ChunkFacts], chunk_id: str) -> ChunkFacts | None:
-    return facts.get(chunk_id)

@@ -148,6 +148,27 @@ async def _apply(rt: Runtime, tenant: str, ops: list[tuple[Any, ...]]) -> None:
             await index_document(envelope, ports)
 
 
+async def _control(rt: Runtime, tenant: str) -> None:
+    """A document in a source of its own that no random operation touches."""
+    source = f"ctl-{tenant}"
+    await rt.registry.register(manifest(source, tenant))
+    text = "# Control\n\nThe control beacon is always visible to group:eng.\n"
+    body = DocumentChanged(
+        tenant_id=tenant,
+        source_id=source,
+        doc_id="control.md",
+        source_version="c1",
+        sequence=1,
+        observed_at=T0,
+        content_hash=sha256_hex(text),
+        content=text,
+        path="control.md",
+    )
+    record = encode_document_event(events.DOCUMENT_CREATED, body, op="control")
+    ports = indexer_ports(rt, await rt.index.live_generation() or 1)
+    await index_document(decode(record.key, record.value, list(record.headers)), ports)
+
+
 async def _oracle(rt: Runtime, tenant: str, pack: Pack, req: PackRequest) -> None:
     """Rules 1-5 and 8 for every item and hydrated chunk, from raw Postgres rows."""
     assert req.as_of is not None
@@ -218,8 +239,24 @@ def test_every_item_of_every_pack_passes_the_oracle(
         async with Runtime(settings, pool_size=4) as rt:
             tenant = f"prop-{uuid.uuid4().hex[:8]}"
             await _apply(rt, tenant, ops)
+            await _control(rt, tenant)
             await rt.index.refresh()
             service = read_service(rt)
+            # The positive control: a document every gate admits is found, and passes the
+            # oracle, so the property cannot hold merely because nothing is ever returned.
+            control = PackRequest.model_validate(
+                {
+                    "tenant": tenant,
+                    "subject": {"principals": ["group:eng"]},
+                    "purpose": "support",
+                    "query": "control beacon",
+                    "as_of": (T0 + timedelta(hours=100)).isoformat(),
+                    "cache": "bypass",
+                }
+            )
+            found = await service.pack(control)
+            assert any(i.anchor.doc_id == "control.md" for i in found.items)
+            await _oracle(rt, tenant, found, control)
             for r in requests:
                 req = PackRequest.model_validate(
                     {

@@ -218,15 +218,14 @@ class PostgresReadSnapshot:
             frontier = following
         documents = sorted(e for e in seen if e.startswith("document:"))
         if documents:
-            ids = await self._ids(
-                "SELECT c.chunk_id FROM chunks c" + _WHERE + " AND ('document:' || c.source_id "
-                "|| '/' || c.doc_id) = ANY (%(docs)s) ORDER BY c.ordinal, c.chunk_id",
+            cur = await self._conn.execute(
+                "SELECT c.chunk_id, 'document:' || c.source_id || '/' || c.doc_id AS entity "
+                "FROM chunks c" + _WHERE + " AND ('document:' || c.source_id || '/' || "
+                "c.doc_id) = ANY (%(docs)s) ORDER BY c.ordinal, c.chunk_id",
                 {**params, "docs": documents},
             )
-            facts = await self.facts(ids)
-            for chunk_id in ids:
-                chunk = facts[chunk_id].chunk
-                reached.setdefault(chunk_id, paths[f"document:{chunk.source_id}/{chunk.doc_id}"])
+            for chunk_id, entity in await cur.fetchall():
+                reached.setdefault(chunk_id, paths[entity])
         admitted = set(
             await self._ids(
                 "SELECT c.chunk_id FROM chunks c" + _WHERE + " AND c.chunk_id = ANY (%(ids)s)",
