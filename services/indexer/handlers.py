@@ -19,6 +19,8 @@ from govindex.core.envelope import Envelope, KafkaRecord, encode_document_event
 from govindex.core.errors import (
     ContentUnavailable,
     InvalidEvent,
+    PermanentError,
+    RejectedByIndex,
     SourceDisabled,
     TransientError,
     UnknownSource,
@@ -34,6 +36,7 @@ from govindex.core.hashing import sha256_hex
 from govindex.core.ports import (
     ApplyResult,
     BlobStore,
+    BulkResult,
     ChunkStore,
     DocumentKey,
     Embedder,
@@ -46,6 +49,7 @@ from govindex.core.ports import (
     VersionPlan,
 )
 from govindex.core.records import Chunk, DeletionMode, SourceManifest
+from govindex.core.retry import retry_transient
 from govindex.core.settings import Topics
 from indexer.decisions import Incoming, decide_change, decide_deletion
 from indexer.graph import extract_edges
@@ -60,6 +64,7 @@ from indexer.stamping import (
 
 log = structlog.get_logger(__name__)
 CONSUMER = "indexer"
+PROJECTION_RETRY_S = 300.0  # then the batch fails and is redelivered: Postgres is idempotent
 PURGER = "purger"  # the consumer of the tombstones topic
 
 
@@ -93,35 +98,240 @@ async def require_source(
 
 
 async def index_document(envelope: Envelope, ports: IndexerPorts) -> ApplyResult:
-    """Apply one document event: Postgres first, then OpenSearch (DESIGN §5.3).
-
-    Idempotent: a duplicate or stale event changes nothing in Postgres, and the OpenSearch
-    step re-projects what Postgres holds for this event, so a redelivery after a crash
-    between the two sinks completes the projection.
-    """
-    payload = parse_payload(envelope)
-    manifest = await require_source(
-        ports.registry,
-        payload.tenant_id,
-        payload.source_id,
-        deletion=isinstance(payload, DocumentDeleted),
-    )
-    now = ports.clock()
-    if isinstance(payload, DocumentDeleted):
-        result = await _record_deletion(envelope, payload, manifest, ports, now)
-    else:
-        result = await _apply_change(envelope, payload, manifest, ports, now)
-    if result.outcome != "stale":
-        key = DocumentKey(payload.tenant_id, payload.source_id, payload.doc_id)
-        await ports.index.upsert(await ports.store.chunks_changed_by(key, payload.sequence))
-    log.info(
-        "document.applied",
-        doc_key=payload.key,
-        sequence=payload.sequence,
-        outcome=result.outcome,
-        chunks=result.chunk_count,
-    )
+    """Apply one document event: a batch of one (raises what would dead-letter it)."""
+    (result,) = await index_batch([envelope], ports)
+    if isinstance(result, PermanentError):
+        raise result
     return result
+
+
+BatchResult = ApplyResult | PermanentError
+
+
+@dataclass(frozen=True)
+class _Item:
+    """One event of a batch, ready for the transaction: parsed, chunked and stamped."""
+
+    position: int
+    envelope: Envelope
+    payload: DocumentChanged | DocumentDeleted
+    plan: VersionPlan | TombstonePlan | None  # None: its content was purged, stale at best
+    incoming: Incoming | None = None
+
+    @property
+    def key(self) -> DocumentKey:
+        return self.payload_key(self.payload)
+
+    @staticmethod
+    def payload_key(payload: DocumentChanged | DocumentDeleted) -> DocumentKey:
+        return DocumentKey(payload.tenant_id, payload.source_id, payload.doc_id)
+
+
+async def index_batch(envelopes: Sequence[Envelope], ports: IndexerPorts) -> list[BatchResult]:
+    """Apply a batch of document events: Postgres first, then OpenSearch (DESIGN §5.3).
+
+    Parsing, chunking, stamping and embedding happen before the transaction; then one
+    transaction claims every event, locks every document in one sorted order, decides per
+    document in sequence order and writes set-based; then one bulk projects what Postgres
+    now holds. Returns one result per event, in order: what it did, or the permanent error
+    that dead-letters it (only it: a batch that Postgres refuses is bisected down to the
+    event it refuses). A TransientError means nothing was decided: retry the whole batch.
+
+    Idempotent: a duplicate or stale event changes nothing in Postgres, and the projection
+    re-reads what Postgres holds for each event, so a redelivery after a crash between the
+    two sinks completes the projection.
+    """
+    now = ports.clock()
+    results: list[BatchResult | None] = [None] * len(envelopes)
+    items: list[_Item] = []
+    for position, envelope in enumerate(envelopes):
+        try:
+            items.append(await _prepare(position, envelope, ports, now))
+        except PermanentError as error:
+            results[position] = error
+    _embed(items, ports)
+    for position, applied in (await _apply_bisecting(items, ports)).items():
+        results[position] = applied
+    await _project(items, results, ports)
+    for item in items:
+        result = results[item.position]
+        log.info(
+            "document.applied",
+            doc_key=item.payload.key,
+            sequence=item.payload.sequence,
+            outcome=result.outcome if isinstance(result, ApplyResult) else "dead_lettered",
+            chunks=result.chunk_count if isinstance(result, ApplyResult) else 0,
+        )
+    assert all(r is not None for r in results)
+    return [r for r in results if r is not None]
+
+
+async def _prepare(position: int, envelope: Envelope, ports: IndexerPorts, now: datetime) -> _Item:
+    payload = parse_payload(envelope)
+    deletion = isinstance(payload, DocumentDeleted)
+    manifest = await require_source(
+        ports.registry, payload.tenant_id, payload.source_id, deletion=deletion
+    )
+    if isinstance(payload, DocumentDeleted):
+        tombstone = TombstonePlan(
+            **payload.identity(),
+            event_id=envelope.id,
+            reason=payload.reason,
+            deletion_mode=_deletion_mode(manifest, payload),
+            deleted_at=payload.deleted_at,
+            recorded_at=now,
+        )
+        return _Item(position, envelope, payload, tombstone)
+    content = await _content(payload, ports)
+    if content is None:
+        return _Item(position, envelope, payload, None)
+    plan = plan_version(payload, content, manifest, generation=ports.generation, now=now)
+    incoming = Incoming(
+        sequence=plan.sequence,
+        content_hash=plan.content_hash,
+        parser=plan.parser,
+        parser_version=plan.parser_version,
+        acl=plan.chunks[0].acl if plan.chunks else (),
+        has_chunks=bool(plan.chunks),
+    )
+    return _Item(position, envelope, payload, plan, incoming)
+
+
+def _embed(items: list[_Item], ports: IndexerPorts) -> None:
+    """One call to the model for every chunk of the batch."""
+    if ports.embedder is None:
+        return
+    plans = [(i, it.plan) for i, it in enumerate(items) if isinstance(it.plan, VersionPlan)]
+    texts = [c.text for _, plan in plans for c in plan.chunks]
+    if not texts:
+        return
+    vectors = iter(ports.embedder.embed(texts))
+    made_by = (ports.embedder.name, ports.embedder.version)
+    for i, plan in plans:
+        if plan.chunks:
+            own = [next(vectors) for _ in plan.chunks]
+            items[i] = replace(items[i], plan=replace(plan, vectors=own, embedder=made_by))
+
+
+async def _apply_bisecting(items: list[_Item], ports: IndexerPorts) -> dict[int, BatchResult]:
+    """Apply in one transaction; when Postgres refuses the batch, split it in halves (in
+    delivery order) until the event it refuses is alone, and dead-letter only that one."""
+    if not items:
+        return {}
+    try:
+        return dict(await _apply(items, ports))
+    except PermanentError as error:
+        if len(items) == 1:
+            return {items[0].position: error}
+        log.warning("batch.bisect", events=len(items), reason=error.reason)
+        half = len(items) // 2
+        first = await _apply_bisecting(items[:half], ports)
+        return first | await _apply_bisecting(items[half:], ports)
+
+
+async def _apply(items: list[_Item], ports: IndexerPorts) -> dict[int, ApplyResult]:
+    """One transaction for the batch; results count only once it commits."""
+    results: dict[int, ApplyResult] = {}
+    by_key: dict[DocumentKey, list[_Item]] = {}
+    for item in items:
+        by_key.setdefault(item.key, []).append(item)
+    for queue in by_key.values():
+        queue.sort(key=lambda it: it.payload.sequence)  # stable: duplicates stay in order
+    async with ports.store.transaction() as tx:
+        fresh = await tx.claim_all(CONSUMER, [it.envelope.id for it in items])
+        states = await tx.lock_all(list(by_key))
+        messages: list[OutboxMessage] = []
+        reshaped: list[str] = []
+        depth = max(len(q) for q in by_key.values())
+        for round_ in range(depth):  # a document at most once per round: set-based writes
+            batch = [q[round_] for q in by_key.values() if len(q) > round_]
+            if round_:
+                states = await tx.states([it.key for it in batch])
+            inserts: list[_Item] = []
+            actives: list[tuple[VersionPlan, str | None]] = []
+            for item in batch:
+                claimed = item.envelope.id in fresh
+                fresh.discard(item.envelope.id)  # a second copy in the batch is a duplicate
+                state = states.get(item.key) if claimed else None
+                plan = item.plan
+                if isinstance(plan, TombstonePlan):
+                    outcome = decide_deletion(claimed, state, plan.sequence)
+                    if outcome != "tombstoned":
+                        results[item.position] = ApplyResult(outcome)
+                        continue
+                    result = await tx.record_tombstone(plan)
+                    results[item.position] = result
+                    messages += _announce_deletion(item, plan, result, ports)
+                    continue
+                if plan is None or item.incoming is None:  # claimed, so its emission settles
+                    results[item.position] = ApplyResult("stale" if claimed else "duplicate")
+                    continue
+                decision = decide_change(claimed, state, item.incoming)
+                if decision.outcome in ("duplicate", "stale"):
+                    results[item.position] = ApplyResult(decision.outcome)
+                    continue
+                if decision.lost_principals:
+                    await tx.revoke_principals(plan.key, decision.lost_principals, plan.sequence)
+                if decision.keep_version is None:
+                    inserts.append(item)
+                    continue
+                updated = await tx.update_metadata(plan, decision.keep_version)
+                results[item.position] = replace(updated, revoked=decision.lost_principals)
+                actives.append((plan, updated.version_id))
+            plans = [it.plan for it in inserts if isinstance(it.plan, VersionPlan)]
+            for item, inserted in zip(inserts, await tx.insert_versions(plans), strict=True):
+                assert isinstance(item.plan, VersionPlan) and item.incoming is not None
+                lost = decide_change(True, states.get(item.key), item.incoming).lost_principals
+                results[item.position] = replace(inserted, revoked=lost)
+                actives.append((item.plan, inserted.version_id))
+            await tx.mark_active_all(actives)
+            for plan, _ in actives:
+                item = next(it for it in batch if it.plan is plan)
+                result = results[item.position]
+                assert isinstance(item.payload, DocumentChanged)
+                messages += _announce_change(item.envelope, item.payload, result, ports, plan)
+                if _reshapes_answers(result):
+                    reshaped.append(item.payload.key)
+        await tx.enqueue(messages)
+        if reshaped:  # before the commit: once it is seen, it is done
+            await _evict_answers(ports, reshaped)
+    return results
+
+
+async def _project(
+    items: list[_Item], results: list[BatchResult | None], ports: IndexerPorts
+) -> None:
+    """One bulk for the batch, built from Postgres after the commit.
+
+    Every event that was not stale is projected (a duplicate too: its first delivery may
+    have died between the sinks). 429 and 5xx are retried with backoff, and every retry
+    re-reads Postgres: a payload kept from before a purge would resurrect its chunks. A
+    chunk OpenSearch refuses for good dead-letters its event with the reason.
+    """
+    changes: dict[tuple[DocumentKey, int], int] = {}
+    for item in items:
+        result = results[item.position]
+        if isinstance(result, ApplyResult) and result.outcome != "stale":
+            changes.setdefault((item.key, item.payload.sequence), item.position)
+    if not changes:
+        return
+
+    async def bulk() -> BulkResult:
+        chunks = await ports.store.chunks_changed_by_many(list(changes))
+        result = await ports.index.project(chunks)
+        for chunk in chunks:
+            if chunk.chunk_id in result.rejected:
+                key = DocumentKey(chunk.tenant_id, chunk.source_id, chunk.doc_id)
+                owner = changes.get((key, chunk.sequence))
+                if owner is not None and not isinstance(results[owner], PermanentError):
+                    results[owner] = RejectedByIndex(
+                        f"OpenSearch refused chunk {chunk.chunk_id} of {key.doc_id!r}: "
+                        f"{result.rejected[chunk.chunk_id]}; fix the mapping or the parser, "
+                        "then redrive the event"
+                    )
+        return result
+
+    await retry_transient(bulk, what="opensearch bulk", give_up_after=PROJECTION_RETRY_S)
 
 
 async def _content(payload: DocumentChanged, ports: IndexerPorts) -> str | None:
@@ -194,62 +404,14 @@ def plan_version(
     )
 
 
-async def _apply_change(
-    envelope: Envelope,
-    payload: DocumentChanged,
-    manifest: SourceManifest,
-    ports: IndexerPorts,
-    now: datetime,
-) -> ApplyResult:
-    content = await _content(payload, ports)
-    if content is None:
-        async with ports.store.transaction() as tx:  # claimed, so its emission settles
-            claimed = await tx.claim(CONSUMER, envelope.id)
-        return ApplyResult("stale" if claimed else "duplicate")
-    plan = plan_version(payload, content, manifest, generation=ports.generation, now=now)
-    if ports.embedder is not None and plan.chunks:
-        plan = replace(
-            plan,
-            vectors=ports.embedder.embed([c.text for c in plan.chunks]),
-            embedder=(ports.embedder.name, ports.embedder.version),
-        )
-    incoming = Incoming(
-        sequence=plan.sequence,
-        content_hash=plan.content_hash,
-        parser=plan.parser,
-        parser_version=plan.parser_version,
-        acl=plan.chunks[0].acl if plan.chunks else (),
-        has_chunks=bool(plan.chunks),
-    )
-    async with ports.store.transaction() as tx:
-        claimed = await tx.claim(CONSUMER, envelope.id)
-        state = await tx.lock(plan.key) if claimed else None
-        decision = decide_change(claimed, state, incoming)
-        if decision.outcome in ("duplicate", "stale"):
-            return ApplyResult(decision.outcome)
-        if decision.lost_principals:
-            await tx.revoke_principals(plan.key, decision.lost_principals, plan.sequence)
-        if decision.keep_version is not None:
-            result = await tx.update_metadata(plan, decision.keep_version)
-        else:
-            result = await tx.insert_version(plan)
-        await tx.mark_active(plan, result.version_id)
-        result = ApplyResult(
-            result.outcome, result.version_id, result.chunk_count, decision.lost_principals
-        )
-        await tx.enqueue(_announce_change(envelope, payload, result, ports, now))
-        if _reshapes_answers(result):  # before the commit: once it is seen, it is done
-            await _evict_answers(ports, payload.key)
-    return result
-
-
 def _announce_change(
     envelope: Envelope,
     payload: DocumentChanged,
     result: ApplyResult,
     ports: IndexerPorts,
-    now: datetime,
+    plan: VersionPlan,
 ) -> list[OutboxMessage]:
+    now = plan.recorded_at
     messages = [_receipt(envelope, payload, result, ports, now, payload.content_hash)]
     if result.revoked:  # the purger evicts what was built for them
         revoked = AccessRevoked(
@@ -262,54 +424,34 @@ def _announce_change(
     return messages
 
 
-async def _record_deletion(
-    envelope: Envelope,
-    payload: DocumentDeleted,
-    manifest: SourceManifest,
-    ports: IndexerPorts,
-    now: datetime,
-) -> ApplyResult:
-    plan = TombstonePlan(
-        **payload.identity(),
-        event_id=envelope.id,
-        reason=payload.reason,
-        deletion_mode=_deletion_mode(manifest, payload),
-        deleted_at=payload.deleted_at,
-        recorded_at=now,
+def _announce_deletion(
+    item: _Item, plan: TombstonePlan, result: ApplyResult, ports: IndexerPorts
+) -> list[OutboxMessage]:
+    payload = item.payload
+    assert isinstance(payload, DocumentDeleted)
+    forward = encode_document_event(
+        events.DOCUMENT_DELETED,
+        payload,
+        op="deleted",
+        time=plan.recorded_at,
+        event_id=item.envelope.id,
+        extensions={"deletionmode": plan.deletion_mode},
     )
-    async with ports.store.transaction() as tx:
-        claimed = await tx.claim(CONSUMER, envelope.id)
-        state = await tx.lock(plan.key) if claimed else None
-        outcome = decide_deletion(claimed, state, plan.sequence)
-        if outcome != "tombstoned":
-            return ApplyResult(outcome)
-        result = await tx.record_tombstone(plan)
-        forward = encode_document_event(
-            events.DOCUMENT_DELETED,
-            payload,
-            op="deleted",
-            time=now,
-            event_id=envelope.id,
-            extensions={"deletionmode": plan.deletion_mode},
-        )
-        await tx.enqueue(
-            [
-                _to_purger(ports, forward, payload.tenant_id, payload.source_id),
-                _receipt(envelope, payload, result, ports, now, None),
-            ]
-        )
-    return result
+    return [
+        _to_purger(ports, forward, payload.tenant_id, payload.source_id),
+        _receipt(item.envelope, payload, result, ports, plan.recorded_at, None),
+    ]
 
 
-async def _evict_answers(ports: IndexerPorts, doc_key: str) -> None:
+async def _evict_answers(ports: IndexerPorts, doc_keys: Sequence[str]) -> None:
     """Best effort: the read service never serves an entry whose documents moved on (it
     checks their sequences on every hit), so Redis being down must not stop indexing."""
     if ports.cache is None:
         return
     try:
-        await ports.cache.evict_document(doc_key)
+        await ports.cache.evict_documents(doc_keys)
     except TransientError as exc:
-        log.warning("cache.evict_failed", doc_key=doc_key, error=str(exc))
+        log.warning("cache.evict_failed", documents=len(doc_keys), error=str(exc))
 
 
 def _reshapes_answers(result: ApplyResult) -> bool:

@@ -15,6 +15,7 @@ from opensearchpy import AsyncOpenSearch
 from opensearchpy import exceptions as os_exc
 
 from govindex.core.errors import PermanentError, TransientError
+from govindex.core.ports import BulkResult
 from govindex.core.records import Chunk
 
 log = structlog.get_logger(__name__)
@@ -176,11 +177,24 @@ class OpenSearchIndex:
     async def upsert(self, chunks: Sequence[Chunk], *, index: str | None = None) -> int:
         """Index chunks with external version = their sequence; older writes are no-ops.
 
-        Returns how many the index took (409s mean it already held something newer).
+        Returns how many the index took (409s mean it already held something newer); a
+        chunk the index refuses for good raises PermanentError.
         """
+        result = await self._bulk_index(chunks, index or self.alias)
+        if result.rejected:
+            chunk_id, reason = next(iter(result.rejected.items()))
+            raise PermanentError(f"OpenSearch refused chunk {chunk_id}: {reason}")
+        return result.taken
+
+    async def project(self, chunks: Sequence[Chunk]) -> BulkResult:
+        """One bulk for a batch: chunks refused for good (a mapping rejection) are returned
+        with the reason instead of failing their neighbours; 429 and 5xx raise
+        TransientError, and the caller rebuilds the payload from Postgres before retrying."""
+        return await self._bulk_index(chunks, self.alias)
+
+    async def _bulk_index(self, chunks: Sequence[Chunk], target: str) -> BulkResult:
         if not chunks:
-            return 0
-        target = index or self.alias
+            return BulkResult(0, {})
         lines: list[dict[str, Any]] = []
         for chunk in chunks:
             lines.append(
@@ -198,7 +212,7 @@ class OpenSearchIndex:
             response = await self._client.bulk(body=lines)
         except Exception as exc:
             raise _translate(exc, "bulk index") from exc
-        taken = 0
+        taken, rejected = 0, {}
         for item in response.get("items", []):
             result = item.get("index", {})
             status = int(result.get("status", 500))
@@ -209,8 +223,10 @@ class OpenSearchIndex:
             elif status == 429 or status >= 500:
                 raise TransientError(f"OpenSearch rejected a chunk write ({status}): {result}")
             else:
-                raise PermanentError(f"OpenSearch refused a chunk ({status}): {result}")
-        return taken
+                error = result.get("error")
+                reason = error.get("reason") if isinstance(error, dict) else error
+                rejected[str(result.get("_id"))] = f"{status}: {reason or result}"
+        return BulkResult(taken, rejected)
 
     async def delete_document(
         self,

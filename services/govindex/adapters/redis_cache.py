@@ -115,6 +115,10 @@ class RedisTaggedCache:
         tags += [_chunk_tag(self.namespace, c) for c in chunk_ids]
         return await self._evict(tags)
 
+    async def evict_documents(self, doc_keys: Iterable[str]) -> int:
+        """Delete every entry built from any of the documents (a batch's new versions)."""
+        return await self._evict([_doc_tag(self.namespace, k) for k in doc_keys])
+
     async def evict_for(self, doc_key: str, principals: Iterable[str]) -> int:
         """Delete entries built from the document *for* any of the principals (revocation):
         the intersection of the document's tag and each principal's tag."""
@@ -139,9 +143,9 @@ class RedisTaggedCache:
 
     async def _evict(self, tags: list[str]) -> int:
         try:
-            keys: set[bytes | str] = set()
-            for tag in tags:
-                keys |= await self._redis.smembers(tag)
+            if not tags:
+                return 0
+            keys: set[bytes | str] = set(await self._redis.sunion(tags))  # one round trip
             removed = int(await self._redis.delete(*keys)) if keys else 0
             await self._redis.delete(*tags)
         except RedisError as exc:

@@ -40,6 +40,18 @@ class ContentUnavailable(PermanentError):
     reason = "content_unavailable"
 
 
+class RejectedByStore(PermanentError):
+    """Postgres refused the event's rows (a value it cannot store, a broken constraint)."""
+
+    reason = "rejected_by_postgres"
+
+
+class RejectedByIndex(PermanentError):
+    """OpenSearch refused the event's chunks for good (a mapping rejection)."""
+
+    reason = "rejected_by_opensearch"
+
+
 class ManifestError(GovindexError):
     """A source manifest failed validation; the message names file, field and problem."""
 

@@ -136,6 +136,15 @@ class ApplyResult:
 
 
 @dataclass(frozen=True)
+class BulkResult:
+    """What one bulk write did: how many chunks the index took (a 409, "already newer", is
+    neither taken nor rejected), and the chunks it refused for good, with the reason."""
+
+    taken: int
+    rejected: Mapping[str, str]
+
+
+@dataclass(frozen=True)
 class DocumentRow:
     tenant_id: str
     source_id: str
@@ -231,16 +240,28 @@ class SourceCatalog(Protocol):
 
 
 class DocumentTransaction(Protocol):
-    """One Postgres transaction over one document: the order guard's home (DESIGN §5.1-2).
+    """One Postgres transaction over a batch of documents: the order guard's home
+    (DESIGN §5.1-2).
 
-    A handler claims the event, reads the document's state under its row lock, decides
-    (pure), then executes the steps of its decision; everything commits together with the
-    outbox messages that announce it, or nothing does.
+    A handler claims the events, locks the documents (existing or not) in one sorted order
+    and reads their states, decides (pure), then executes the steps of its decisions;
+    everything commits together with the outbox messages that announce it, or nothing does.
+    The single-document verbs are the set-based ones for one document.
     """
 
     async def claim(self, consumer: str, event_id: str) -> bool: ...
 
+    async def claim_all(self, consumer: str, event_ids: Sequence[str]) -> set[str]: ...
+
     async def lock(self, key: DocumentKey) -> DocumentState | None: ...
+
+    async def lock_all(self, keys: Sequence[DocumentKey]) -> dict[DocumentKey, DocumentState]: ...
+
+    async def states(self, keys: Sequence[DocumentKey]) -> dict[DocumentKey, DocumentState]: ...
+
+    async def insert_versions(self, plans: Sequence[VersionPlan]) -> list[ApplyResult]: ...
+
+    async def mark_active_all(self, applied: Sequence[tuple[VersionPlan, str | None]]) -> None: ...
 
     async def revoke_principals(
         self, key: DocumentKey, principals: Sequence[str], sequence: int
@@ -263,6 +284,10 @@ class ChunkStore(Protocol):
     def transaction(self) -> AbstractAsyncContextManager[DocumentTransaction]: ...
 
     async def chunks_changed_by(self, key: DocumentKey, sequence: int) -> list[Chunk]: ...
+
+    async def chunks_changed_by_many(
+        self, changes: Sequence[tuple[DocumentKey, int]]
+    ) -> list[Chunk]: ...
 
     async def chunks_by_id(self, chunk_ids: Sequence[str]) -> list[Chunk]: ...
 
@@ -298,6 +323,8 @@ class SearchIndex(Protocol):
     """The OpenSearch projection: written by sequence (external versioning)."""
 
     async def upsert(self, chunks: Sequence[Chunk], *, index: str | None = None) -> int: ...
+
+    async def project(self, chunks: Sequence[Chunk]) -> BulkResult: ...
 
     async def delete_chunks(self, chunk_ids: Sequence[str]) -> int: ...
 
@@ -372,6 +399,8 @@ class TaggedCache(Protocol):
     """Cached results tagged with the documents, chunks and principals they hold."""
 
     async def evict_document(self, doc_key: str, chunk_ids: Iterable[str] = ()) -> int: ...
+
+    async def evict_documents(self, doc_keys: Iterable[str]) -> int: ...
 
     async def evict_for(self, doc_key: str, principals: Iterable[str]) -> int: ...
 

@@ -15,8 +15,8 @@ import structlog
 from govindex.core.envelope import Delivery, Envelope, decode
 from govindex.core.errors import PermanentError
 from govindex.core.ports import DeadLetterLog, EventPublisher
+from govindex.core.retry import retry_transient
 from govindex.runtime.deadletter import dead_letter
-from govindex.runtime.retry import retry_transient
 
 log = structlog.get_logger(__name__)
 

@@ -33,6 +33,18 @@ async def insert_chunks(conn: AsyncConnection[Any], chunks: Sequence[Chunk]) -> 
         await cur.executemany(insert, [chunk_row(chunk) for chunk in chunks])
 
 
+async def copy_chunks(conn: AsyncConnection[Any], chunks: Sequence[Chunk]) -> None:
+    """Write new chunk rows with COPY: one stream for a whole batch."""
+    if not chunks:
+        return
+    statement = sql.SQL("COPY chunks ({}) FROM STDIN").format(
+        sql.SQL(", ").join(map(sql.Identifier, CHUNK_COLUMNS))
+    )
+    async with conn.cursor() as cur, cur.copy(statement) as copy:
+        for chunk in chunks:
+            await copy.write_row(chunk_row(chunk))
+
+
 async def select_chunks(
     pool: AsyncConnectionPool, where: LiteralString, params: Sequence[Any]
 ) -> list[Chunk]:

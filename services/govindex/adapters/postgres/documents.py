@@ -18,7 +18,7 @@ from psycopg import AsyncConnection, sql
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
-from govindex.adapters.postgres.chunks import insert_chunks, insert_vectors, select_chunks
+from govindex.adapters.postgres.chunks import copy_chunks, insert_vectors, select_chunks
 from govindex.adapters.postgres.tx import PostgresAdapter, claim_event, enqueue, transaction
 from govindex.core.ports import (
     ApplyResult,
@@ -38,14 +38,35 @@ def _key(key: DocumentKey) -> tuple[str, str, str]:
     return (key.tenant_id, key.source_id, key.doc_id)
 
 
+def lock_id(key: DocumentKey) -> int:
+    """The advisory lock of a document: 64 bits of a hash of its key (signed, as Postgres
+    wants). A collision only makes two documents wait for each other."""
+    digest = hashlib.blake2b(
+        f"{key.tenant_id}\x00{key.source_id}\x00{key.doc_id}".encode(), digest_size=8
+    ).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def _columns(keys: Sequence[DocumentKey]) -> tuple[list[str], list[str], list[str]]:
+    return (
+        [k.tenant_id for k in keys],
+        [k.source_id for k in keys],
+        [k.doc_id for k in keys],
+    )
+
+
 @dataclass(frozen=True)
 class _Locked:
+    tenant_id: str
+    source_id: str
+    doc_id: str
     state: str
     last_sequence: int
     current_version_id: str | None
     content_hash: str | None
     parser: str | None
     parser_version: str | None
+    principals: list[str]
 
 
 class PostgresDocumentTransaction:
@@ -55,35 +76,65 @@ class PostgresDocumentTransaction:
         self._conn = conn
 
     async def claim(self, consumer: str, event_id: str) -> bool:
-        return await claim_event(self._conn, consumer, event_id)
+        return event_id in await self.claim_all(consumer, [event_id])
+
+    async def claim_all(self, consumer: str, event_ids: Sequence[str]) -> set[str]:
+        """Claim every event id at once; returns those this consumer had not processed."""
+        if len(event_ids) == 1:
+            return (
+                {event_ids[0]} if await claim_event(self._conn, consumer, event_ids[0]) else set()
+            )
+        cur = await self._conn.execute(
+            "INSERT INTO processed_events (consumer, event_id) "
+            "SELECT %s, e FROM unnest(%s::text[]) e ON CONFLICT DO NOTHING RETURNING event_id",
+            (consumer, list(dict.fromkeys(event_ids))),
+        )
+        return {row[0] for row in await cur.fetchall()}
 
     async def lock(self, key: DocumentKey) -> DocumentState | None:
+        return (await self.lock_all([key])).get(key)
+
+    async def lock_all(self, keys: Sequence[DocumentKey]) -> dict[DocumentKey, DocumentState]:
+        """Lock the documents, existing or not, and read their states.
+
+        The lock is a transaction-scoped advisory lock on a hash of the key, taken in one
+        sorted order by every writer: it covers a document that has no row yet (a row lock
+        cannot), so two creates of one document serialize, and two batches never deadlock.
+        """
+        distinct = sorted(set(keys), key=lock_id)
+        await self._conn.execute(
+            "SELECT pg_advisory_xact_lock(k) FROM unnest(%s::bigint[]) AS k",
+            ([lock_id(k) for k in distinct],),
+        )
+        return await self.states(distinct)
+
+    async def states(self, keys: Sequence[DocumentKey]) -> dict[DocumentKey, DocumentState]:
+        """What the index holds for each document (the caller holds their locks)."""
         cur = self._conn.cursor(row_factory=class_row(_Locked))
         await cur.execute(
-            "SELECT d.state, d.last_sequence, d.current_version_id, v.content_hash, v.parser, "
-            " v.parser_version FROM documents d LEFT JOIN document_versions v "
-            " ON v.version_id = d.current_version_id "
-            "WHERE d.tenant_id = %s AND d.source_id = %s AND d.doc_id = %s FOR UPDATE OF d",
-            _key(key),
+            "SELECT d.tenant_id, d.source_id, d.doc_id, d.state, d.last_sequence, "
+            " d.current_version_id, v.content_hash, v.parser, v.parser_version, "
+            " ARRAY(SELECT DISTINCT a FROM chunks c, unnest(c.acl) a WHERE c.tenant_id = "
+            "  d.tenant_id AND c.source_id = d.source_id AND c.doc_id = d.doc_id AND "
+            "  c.superseded_at IS NULL) AS principals "
+            "FROM unnest(%s::text[], %s::text[], %s::text[]) AS k(t, s, d_id) "
+            "JOIN documents d ON d.tenant_id = k.t AND d.source_id = k.s AND d.doc_id = k.d_id "
+            "LEFT JOIN document_versions v ON v.version_id = d.current_version_id",
+            _columns(keys),
         )
-        row = await cur.fetchone()
-        if row is None:
-            return None
-        principals = await self._conn.execute(
-            "SELECT DISTINCT a FROM chunks, unnest(acl) a WHERE tenant_id = %s AND source_id = "
-            "%s AND doc_id = %s AND superseded_at IS NULL",
-            _key(key),
-        )
-        return DocumentState(
-            active=row.state == "active",
-            last_sequence=row.last_sequence,
-            current_version_id=row.current_version_id,
-            current_content_hash=row.content_hash,
-            current_parser=(row.parser, row.parser_version)
-            if row.parser and row.parser_version
-            else None,
-            current_principals=frozenset(r[0] for r in await principals.fetchall()),
-        )
+        return {
+            DocumentKey(row.tenant_id, row.source_id, row.doc_id): DocumentState(
+                active=row.state == "active",
+                last_sequence=row.last_sequence,
+                current_version_id=row.current_version_id,
+                current_content_hash=row.content_hash,
+                current_parser=(row.parser, row.parser_version)
+                if row.parser and row.parser_version
+                else None,
+                current_principals=frozenset(row.principals),
+            )
+            for row in await cur.fetchall()
+        }
 
     async def revoke_principals(
         self, key: DocumentKey, principals: Sequence[str], sequence: int
@@ -99,57 +150,91 @@ class PostgresDocumentTransaction:
         )
 
     async def insert_version(self, plan: VersionPlan) -> ApplyResult:
-        conn, key = self._conn, _key(plan.key)
-        # System time: whatever was current stops being current now.
+        return (await self.insert_versions([plan]))[0]
+
+    async def insert_versions(self, plans: Sequence[VersionPlan]) -> list[ApplyResult]:
+        """New versions of distinct documents, set-based: a few statements for the lot.
+
+        Whatever was current stops being current (system time), older versions' validity
+        ends at the new valid_from (valid time), and the rows are written with COPY.
+        """
+        if not plans:
+            return []
+        if len({p.key for p in plans}) != len(plans):
+            raise ValueError("insert_versions takes at most one plan per document")
+        conn = self._conn
+        keys = _columns([p.key for p in plans])
+        at = [p.recorded_at for p in plans]
+        seq = [p.sequence for p in plans]
         await conn.execute(
-            "UPDATE document_versions SET superseded_at = %s WHERE tenant_id = %s AND source_id "
-            "= %s AND doc_id = %s AND superseded_at IS NULL",
-            (plan.recorded_at, *key),
+            "UPDATE document_versions x SET superseded_at = u.at FROM unnest(%s::text[], "
+            " %s::text[], %s::text[], %s::timestamptz[]) AS u(t, s, d, at) "
+            "WHERE x.tenant_id = u.t AND x.source_id = u.s AND x.doc_id = u.d "
+            " AND x.superseded_at IS NULL",
+            (*keys, at),
         )
         await conn.execute(
-            "UPDATE chunks SET superseded_at = %s, sequence = %s WHERE tenant_id = %s AND "
-            "source_id = %s AND doc_id = %s AND superseded_at IS NULL",
-            (plan.recorded_at, plan.sequence, *key),
+            "UPDATE chunks x SET superseded_at = u.at, sequence = u.q FROM unnest(%s::text[], "
+            " %s::text[], %s::text[], %s::timestamptz[], %s::bigint[]) AS u(t, s, d, at, q) "
+            "WHERE x.tenant_id = u.t AND x.source_id = u.s AND x.doc_id = u.d "
+            " AND x.superseded_at IS NULL",
+            (*keys, at, seq),
         )
         await conn.execute(
-            "INSERT INTO document_versions (version_id, tenant_id, source_id, doc_id, "
-            " version_sequence, sequence, source_version, content_hash, content, media_type, "
-            " title, metadata, declared_valid_to, valid_from, valid_to, observed_at, "
-            " recorded_at, parser, parser_version) VALUES "
-            "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                plan.version_id,
-                *key,
-                plan.sequence,
-                plan.sequence,
-                plan.source_version,
-                plan.content_hash,
-                plan.content,
-                plan.media_type,
-                plan.title,
-                Jsonb(plan.metadata),
-                plan.valid_to,
-                plan.valid_from,
-                plan.valid_to,
-                plan.observed_at,
-                plan.recorded_at,
-                plan.parser,
-                plan.parser_version,
-            ),
+            "UPDATE graph_edges x SET superseded_at = u.at FROM unnest(%s::text[], "
+            " %s::text[], %s::text[], %s::timestamptz[]) AS u(t, s, d, at) "
+            "WHERE x.tenant_id = u.t AND x.source_id = u.s AND x.doc_id = u.d "
+            " AND x.superseded_at IS NULL",
+            (*keys, at),
         )
-        await self._end_older_validity(plan, exclude=plan.version_id)
-        await conn.execute(
-            "UPDATE graph_edges SET superseded_at = %s WHERE tenant_id = %s AND source_id = %s "
-            "AND doc_id = %s AND superseded_at IS NULL",
-            (plan.recorded_at, *key),
-        )
-        await self._insert_edges(plan)
-        await insert_chunks(conn, plan.chunks)
-        if plan.embedder is not None and plan.vectors:
-            dims = len(plan.vectors[0]) // 4
-            ids = [c.chunk_id for c in plan.chunks]
-            await insert_vectors(conn, ids, plan.vectors, plan.embedder, dims)
-        return ApplyResult("indexed", plan.version_id, len(plan.chunks))
+        async with (
+            conn.cursor() as cur,
+            cur.copy(
+                "COPY document_versions (version_id, tenant_id, source_id, doc_id, "
+                " version_sequence, sequence, source_version, content_hash, content, "
+                " media_type, title, metadata, declared_valid_to, valid_from, valid_to, "
+                " observed_at, recorded_at, parser, parser_version) FROM STDIN"
+            ) as copy,
+        ):
+            for plan in plans:
+                await copy.write_row(
+                    (
+                        plan.version_id,
+                        plan.tenant_id,
+                        plan.source_id,
+                        plan.doc_id,
+                        plan.sequence,
+                        plan.sequence,
+                        plan.source_version,
+                        plan.content_hash,
+                        plan.content,
+                        plan.media_type,
+                        plan.title,
+                        Jsonb(plan.metadata),
+                        plan.valid_to,
+                        plan.valid_from,
+                        plan.valid_to,
+                        plan.observed_at,
+                        plan.recorded_at,
+                        plan.parser,
+                        plan.parser_version,
+                    )
+                )
+        await self._end_older_validity(plans)
+        await self._insert_edges(plans)
+        await copy_chunks(conn, [c for plan in plans for c in plan.chunks])
+        embedded = [p for p in plans if p.embedder is not None and p.vectors]
+        for embedder in {p.embedder for p in embedded}:
+            assert embedder is not None
+            same = [p for p in embedded if p.embedder == embedder]
+            await insert_vectors(
+                conn,
+                [c.chunk_id for p in same for c in p.chunks],
+                [v for p in same for v in p.vectors],
+                embedder,
+                len(same[0].vectors[0]) // 4,
+            )
+        return [ApplyResult("indexed", p.version_id, len(p.chunks)) for p in plans]
 
     async def update_metadata(self, plan: VersionPlan, version_id: str) -> ApplyResult:
         """Same content, same parser: re-stamp ACL, validity and source_version only."""
@@ -193,28 +278,42 @@ class PostgresDocumentTransaction:
             "WHERE version_id = %s",
             (plan.valid_from, plan.valid_to, plan.source_version, version_id),
         )
-        await self._end_older_validity(plan, exclude=version_id)
+        await self._end_older_validity([plan], keep=version_id)
         return ApplyResult("metadata_updated", version_id, cur.rowcount)
 
     async def mark_active(self, plan: VersionPlan, version_id: str | None) -> None:
+        await self.mark_active_all([(plan, version_id)])
+
+    async def mark_active_all(self, applied: Sequence[tuple[VersionPlan, str | None]]) -> None:
+        """The documents' current state, one statement for the lot.
+
+        Guarded by sequence: a row already at a higher sequence is left as it is, so this
+        upsert can never move a document backwards, whoever else writes it.
+        """
+        if not applied:
+            return
+        plans = [plan for plan, _ in applied]
         await self._conn.execute(
             "INSERT INTO documents (tenant_id, source_id, doc_id, state, last_sequence, "
             " current_version_id, source_version, content_hash, path, last_indexed_at) "
-            "VALUES (%s, %s, %s, 'active', %s, %s, %s, %s, %s, %s) "
+            "SELECT t, s, d, 'active', q, v, sv, h, p, at FROM unnest(%s::text[], %s::text[], "
+            " %s::text[], %s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[], "
+            " %s::timestamptz[]) AS u(t, s, d, q, v, sv, h, p, at) "
             "ON CONFLICT (tenant_id, source_id, doc_id) DO UPDATE SET state = 'active', "
             " last_sequence = EXCLUDED.last_sequence, "
             " current_version_id = EXCLUDED.current_version_id, "
             " source_version = EXCLUDED.source_version, "
             " content_hash = EXCLUDED.content_hash, path = EXCLUDED.path, "
-            " last_indexed_at = EXCLUDED.last_indexed_at",
+            " last_indexed_at = EXCLUDED.last_indexed_at "
+            "WHERE documents.last_sequence < EXCLUDED.last_sequence",
             (
-                *_key(plan.key),
-                plan.sequence,
-                version_id,
-                plan.source_version,
-                plan.content_hash,
-                plan.path,
-                plan.recorded_at,
+                *_columns([p.key for p in plans]),
+                [p.sequence for p in plans],
+                [version_id for _, version_id in applied],
+                [p.source_version for p in plans],
+                [p.content_hash for p in plans],
+                [p.path for p in plans],
+                [p.recorded_at for p in plans],
             ),
         )
 
@@ -268,7 +367,8 @@ class PostgresDocumentTransaction:
             "ON CONFLICT (tenant_id, source_id, doc_id) DO UPDATE SET state = 'deleted', "
             " last_sequence = EXCLUDED.last_sequence, current_version_id = NULL, "
             " source_version = EXCLUDED.source_version, content_hash = NULL, "
-            " last_indexed_at = EXCLUDED.last_indexed_at",
+            " last_indexed_at = EXCLUDED.last_indexed_at "
+            "WHERE documents.last_sequence < EXCLUDED.last_sequence",
             (*key, plan.sequence, plan.source_version, plan.recorded_at),
         )
         return ApplyResult("tombstoned", None, len(chunk_ids))
@@ -291,65 +391,88 @@ class PostgresDocumentTransaction:
     async def enqueue(self, messages: Sequence[OutboxMessage]) -> None:
         await enqueue(self._conn, messages)
 
-    async def _end_older_validity(self, plan: VersionPlan, *, exclude: str) -> None:
-        """A newer version ends older ones' validity at its valid_from (DESIGN §3)."""
-        where = sql.SQL(
-            " WHERE tenant_id = %s AND source_id = %s AND doc_id = %s AND version_id <> %s "
-            "AND (valid_to IS NULL OR valid_to > %s)"
+    async def _end_older_validity(
+        self, plans: Sequence[VersionPlan], *, keep: str | None = None
+    ) -> None:
+        """A newer version ends older ones' validity at its valid_from (DESIGN §3).
+
+        `keep`: the version a metadata-only change re-stamps (otherwise each plan's own).
+        """
+        params = (
+            *_columns([p.key for p in plans]),
+            [keep or p.version_id for p in plans],
+            [p.valid_from for p in plans],
+            [p.sequence for p in plans],
         )
-        params = (plan.valid_from, *_key(plan.key), exclude, plan.valid_from)
-        restamp = sql.SQL(", sequence = {}").format(sql.Literal(plan.sequence))
         for table, extra in (
-            ("document_versions", sql.SQL("")),
-            ("chunks", restamp),  # the projection re-reads chunks by sequence
-            ("graph_edges", sql.SQL("")),
+            ("document_versions", ""),
+            ("chunks", ", sequence = u.q"),  # the projection re-reads chunks by sequence
+            ("graph_edges", ""),
         ):
             await self._conn.execute(
-                sql.SQL("UPDATE {} SET valid_to = %s").format(sql.Identifier(table))
-                + extra
-                + where,
+                sql.SQL("UPDATE {} x SET valid_to = u.vf").format(sql.Identifier(table))
+                + sql.SQL(extra)
+                + sql.SQL(
+                    " FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], "
+                    " %s::timestamptz[], %s::bigint[]) AS u(t, s, d, v, vf, q) "
+                    "WHERE x.tenant_id = u.t AND x.source_id = u.s AND x.doc_id = u.d "
+                    " AND x.version_id <> u.v AND (x.valid_to IS NULL OR x.valid_to > u.vf)"
+                ),
                 params,
             )
 
-    async def _insert_edges(self, plan: VersionPlan) -> None:
-        evidence = plan.chunks[0].chunk_id if plan.chunks else None
-        for edge in plan.edges:
-            for entity_id, alias in (
-                (edge.subject, edge.subject_alias),
-                (edge.object, edge.object_alias),
-            ):
-                await self._conn.execute(
-                    "INSERT INTO graph_entities (tenant_id, entity_id, kind, aliases) "
-                    "VALUES (%s, %s, %s, ARRAY[%s]) ON CONFLICT (tenant_id, entity_id) DO UPDATE "
-                    "SET aliases = (SELECT array_agg(DISTINCT a) FROM unnest("
-                    " graph_entities.aliases || EXCLUDED.aliases) a)",
-                    (plan.tenant_id, entity_id, entity_id.split(":", 1)[0], alias),
+    async def _insert_edges(self, plans: Sequence[VersionPlan]) -> None:
+        entities: dict[tuple[str, str], set[str]] = {}
+        edges: list[tuple[Any, ...]] = []
+        for plan in plans:
+            evidence = plan.chunks[0].chunk_id if plan.chunks else None
+            for edge in plan.edges:
+                for entity_id, alias in (
+                    (edge.subject, edge.subject_alias),
+                    (edge.object, edge.object_alias),
+                ):
+                    entities.setdefault((plan.tenant_id, entity_id), set()).add(alias)
+                edge_id = hashlib.sha256(
+                    f"{edge.subject}\x00{edge.relation}\x00{edge.object}\x00{plan.version_id}".encode()
+                ).hexdigest()[:32]
+                edges.append(
+                    (
+                        edge_id,
+                        plan.tenant_id,
+                        edge.subject,
+                        edge.relation,
+                        edge.object,
+                        plan.source_id,
+                        plan.doc_id,
+                        plan.version_id,
+                        plan.sequence,
+                        plan.source_version,
+                        evidence,
+                        plan.valid_from,
+                        plan.valid_to,
+                        plan.recorded_at,
+                    )
                 )
-            edge_id = hashlib.sha256(
-                f"{edge.subject}\x00{edge.relation}\x00{edge.object}\x00{plan.version_id}".encode()
-            ).hexdigest()[:32]
-            await self._conn.execute(
+        if not edges:
+            return
+        async with self._conn.cursor() as cur:
+            await cur.executemany(  # sorted: concurrent batches lock entity rows in one order
+                "INSERT INTO graph_entities (tenant_id, entity_id, kind, aliases) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (tenant_id, entity_id) DO UPDATE "
+                "SET aliases = (SELECT array_agg(DISTINCT a) FROM unnest("
+                " graph_entities.aliases || EXCLUDED.aliases) a)",
+                [
+                    (tenant, entity, entity.split(":", 1)[0], sorted(aliases))
+                    for (tenant, entity), aliases in sorted(entities.items())
+                ],
+            )
+            await cur.executemany(
                 "INSERT INTO graph_edges (edge_id, tenant_id, subject, relation, object, "
                 " source_id, doc_id, version_id, version_sequence, source_version, "
                 " evidence_chunk_id, valid_from, valid_to, recorded_at) VALUES "
                 "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
                 "ON CONFLICT (edge_id) DO NOTHING",
-                (
-                    edge_id,
-                    plan.tenant_id,
-                    edge.subject,
-                    edge.relation,
-                    edge.object,
-                    plan.source_id,
-                    plan.doc_id,
-                    plan.version_id,
-                    plan.sequence,
-                    plan.source_version,
-                    evidence,
-                    plan.valid_from,
-                    plan.valid_to,
-                    plan.recorded_at,
-                ),
+                edges,
             )
 
 
@@ -368,6 +491,20 @@ class PostgresChunkStore(PostgresAdapter):
         """The chunk rows the event with `sequence` wrote: what OpenSearch must now reflect."""
         return await select_chunks(
             self._pool, _DOC_WHERE + " AND sequence = %s", (*_key(key), sequence)
+        )
+
+    async def chunks_changed_by_many(
+        self, changes: Sequence[tuple[DocumentKey, int]]
+    ) -> list[Chunk]:
+        """The chunk rows a batch of events wrote, read back in one query."""
+        if not changes:
+            return []
+        return await select_chunks(
+            self._pool,
+            "JOIN unnest(%s::text[], %s::text[], %s::text[], %s::bigint[]) AS u(t, s, d, q) "
+            " ON chunks.tenant_id = u.t AND chunks.source_id = u.s AND chunks.doc_id = u.d "
+            " AND chunks.sequence = u.q",
+            (*_columns([key for key, _ in changes]), [seq for _, seq in changes]),
         )
 
     async def chunks_of_version(self, version_id: str) -> list[Chunk]:

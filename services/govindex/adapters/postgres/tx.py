@@ -16,7 +16,7 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from govindex.core.errors import TransientError
+from govindex.core.errors import RejectedByStore, TransientError
 from govindex.core.ports import OutboxMessage
 
 Query: TypeAlias = LiteralString | sql.Composed
@@ -24,6 +24,9 @@ Params: TypeAlias = Sequence[Any]
 R = TypeVar("R")
 
 _TRANSIENT = (psycopg.OperationalError, psycopg.errors.SerializationFailure)
+# What the data itself makes Postgres refuse: retrying cannot help (NUL bytes in text, a
+# value out of range, a broken constraint).
+_REJECTED = (psycopg.DataError, psycopg.IntegrityError)
 
 
 def unavailable(exc: Exception) -> TransientError:
@@ -38,6 +41,8 @@ async def transaction(pool: AsyncConnectionPool) -> AsyncIterator[AsyncConnectio
             yield conn
     except _TRANSIENT as exc:
         raise unavailable(exc) from exc
+    except _REJECTED as exc:
+        raise RejectedByStore(f"PostgreSQL refused the rows: {exc}") from exc
 
 
 @asynccontextmanager
