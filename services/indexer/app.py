@@ -8,7 +8,7 @@ from functools import partial
 from govindex.runtime.composition import Runtime
 from govindex.runtime.subscription import Subscription, subscription
 from indexer.embedding import reembed
-from indexer.handlers import CONSUMER, IndexerPorts, index_document
+from indexer.handlers import CONSUMER, IndexerPorts, index_batch
 from indexer.reparse import ReparseReport, reparse
 
 
@@ -26,8 +26,8 @@ def indexer_ports(rt: Runtime, generation: int) -> IndexerPorts:
 
 
 def indexer_subscriptions(rt: Runtime, generation: int) -> list[Subscription]:
-    handle = partial(index_document, ports=indexer_ports(rt, generation))
-    return [subscription(rt.settings, CONSUMER, rt.settings.topics.documents, handle)]
+    handle = partial(index_batch, ports=indexer_ports(rt, generation))
+    return [subscription(rt.settings, CONSUMER, rt.settings.topics.documents, handle, batched=True)]
 
 
 async def reparse_documents(

@@ -132,7 +132,7 @@ async def index_batch(envelopes: Sequence[Envelope], ports: IndexerPorts) -> lis
 
     Parsing, chunking, stamping and embedding happen before the transaction; then one
     transaction claims every event, locks every document in one sorted order, decides per
-    document in sequence order and writes set-based; then one bulk projects what Postgres
+    document in delivery order (the sequence guard does the rest) and writes set-based; then one bulk projects what Postgres
     now holds. Returns one result per event, in order: what it did, or the permanent error
     that dead-letters it (only it: a batch that Postgres refuses is bisected down to the
     event it refuses). A TransientError means nothing was decided: retry the whole batch.
@@ -235,15 +235,16 @@ async def _apply(items: list[_Item], ports: IndexerPorts) -> dict[int, ApplyResu
     by_key: dict[DocumentKey, list[_Item]] = {}
     for item in items:
         by_key.setdefault(item.key, []).append(item)
-    for queue in by_key.values():
-        queue.sort(key=lambda it: it.payload.sequence)  # stable: duplicates stay in order
     async with ports.store.transaction() as tx:
         fresh = await tx.claim_all(CONSUMER, [it.envelope.id for it in items])
         states = await tx.lock_all(list(by_key))
         messages: list[OutboxMessage] = []
         reshaped: list[str] = []
         depth = max(len(q) for q in by_key.values())
-        for round_ in range(depth):  # a document at most once per round: set-based writes
+        # Round r holds each document's r-th event in delivery order, exactly what one event
+        # at a time would decide: an older version delivered after a newer one is stale,
+        # never history. A document is at most once per round, so writes are set-based.
+        for round_ in range(depth):
             batch = [q[round_] for q in by_key.values() if len(q) > round_]
             if round_:
                 states = await tx.states([it.key for it in batch])

@@ -13,7 +13,7 @@ from typing import Any
 from kafka import KafkaConsumer, TopicPartition
 from opensearchpy import OpenSearch
 
-from govindex.adapters.kafka import KafkaEventPublisher
+from govindex.adapters.kafka import KafkaEventPublisher, OffsetReader
 from govindex.core import events
 from govindex.core.envelope import KafkaRecord, encode_document_event
 from govindex.core.events import DocumentChanged, DocumentDeleted
@@ -117,6 +117,18 @@ class Pipeline:
             timeout,
             f"{consumer} to process {len(set(event_ids))} events",
         )
+        if consumer == "indexer" and self.workers is not None:
+            # Postgres commits before the batch is projected; the lane commits its offsets
+            # after OpenSearch holds the batch: then both sinks can be read.
+            await until(self._indexer_lag, lambda n: n == 0, timeout, "indexer offsets")
+
+    async def _indexer_lag(self) -> int:
+        reader = OffsetReader(self.rt.servers.kafka_bootstrap)
+        try:
+            lag = reader.lag(self.settings.topics.documents, self.settings.group("indexer"))
+        finally:
+            reader.close()
+        return sum(max(p.lag, 0) for p in lag)
 
     async def _count_processed(self, event_ids: list[str], consumer: str) -> int:
         async with self.pool.connection() as conn:

@@ -65,11 +65,20 @@ class Settings(BaseSettings):
     http_url: str | None = None
     namespace: str = "govindex"
     state_dir: Path = DEFAULT_STATE_DIR
-    partitions: int = Field(default=3, ge=1)
+    # Partitions of the documents topic: the most indexer processes that can share it.
+    # Raise it before production data exists (keys move between partitions otherwise).
+    partitions: int = Field(default=4, ge=1)
     # An emitted event no consumer applied is published again after this long (doubling).
     republish_after_s: float = Field(default=60.0, gt=0)
     # Publish every pending event again when a relay starts (the broker may have lost it).
     republish_on_start: bool = True
+    # Batched consumers (the indexer): a lane per partition cuts a batch at this many
+    # events, this many bytes or after this linger, and pauses its partition while this
+    # many records wait. batch_max_events=1 is the event-at-a-time indexer.
+    batch_max_events: int = Field(default=500, ge=1)
+    batch_max_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    batch_linger_ms: int = Field(default=20, ge=0)
+    lane_queue_events: int = Field(default=2000, ge=1)
     # The read API (internal listener): bearer token -> tenants it may read and register
     # lineage for, e.g. GOVINDEX_READ_TOKENS='{"s3cret": ["acme"]}' ("*": every tenant).
     read_tokens: dict[str, list[str]] = Field(default_factory=dict)

@@ -11,7 +11,12 @@ from govindex.core.settings import Settings
 
 @dataclass(frozen=True)
 class Subscription:
-    """One consumer: which topic, which group, which handler (raw: takes the Delivery)."""
+    """One consumer: which topic, which group, which handler (raw: takes the Delivery).
+
+    With `batched`, `handle` takes a list of envelopes and returns one result per envelope
+    (a PermanentError for each to dead-letter), and the worker runs it in per-partition
+    lanes of batches.
+    """
 
     name: str
     topic: str
@@ -19,6 +24,7 @@ class Subscription:
     consumer: str
     handle: Callable[[Any], Awaitable[Any]]
     raw: bool = False
+    batched: bool = False
 
 
 def subscription(
@@ -28,9 +34,10 @@ def subscription(
     handle: Callable[[Any], Awaitable[Any]],
     *,
     raw: bool = False,
+    batched: bool = False,
 ) -> Subscription:
     """A consumer named `consumer` in its own group (`namespace.consumer`) on `topic`."""
     name = consumer.replace(":", "-")
     return Subscription(
-        name, topic, settings.group(consumer.replace(":", ".")), consumer, handle, raw
+        name, topic, settings.group(consumer.replace(":", ".")), consumer, handle, raw, batched
     )

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 import structlog
 
 from govindex.adapters.faststream import Broker, new_broker, subscribe
+from govindex.adapters.kafka_lanes import LanePolicy, PartitionLanes
 from govindex.core.errors import TransientError
 from govindex.runtime.composition import Runtime
 from govindex.runtime.consumer import processor
+from govindex.runtime.lanes import batch_processor
 from govindex.runtime.relay import RelayPolicy, relay_forever
 from govindex.runtime.subscription import Subscription
 
@@ -51,6 +53,7 @@ class Workers:
     run: tuple[str, ...] = WORKERS
     relay: RelayPolicy | None = None  # default: from settings
     _brokers: list[Broker] = field(default_factory=list)
+    _lanes: list[PartitionLanes] = field(default_factory=list)
     _relay: asyncio.Task[None] | None = None
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -64,7 +67,34 @@ class Workers:
             )
         publisher = await self.rt.publisher()
         dead_letters = self.rt.settings.topics.dead_letters
+        settings = self.rt.settings
+        lane_policy = LanePolicy(
+            max_events=settings.batch_max_events,
+            max_bytes=settings.batch_max_bytes,
+            linger_s=settings.batch_linger_ms / 1000,
+            queue_events=max(settings.lane_queue_events, settings.batch_max_events),
+        )
         for sub in await subscriptions(self.rt, self.run, generation):
+            if sub.batched:
+                on_batch = batch_processor(
+                    sub.handle,
+                    consumer=sub.consumer,
+                    dead_letters_topic=dead_letters,
+                    publisher=publisher,
+                    dead_letters=self.rt.outbox,
+                    stopping=self._stop,
+                )
+                self._lanes.append(
+                    PartitionLanes(
+                        self.rt.servers.kafka_bootstrap,
+                        topic=sub.topic,
+                        group_id=sub.group,
+                        client_id=f"govindex-{sub.name}",
+                        on_batch=on_batch,
+                        policy=lane_policy,
+                    )
+                )
+                continue
             broker = new_broker(self.rt.servers.kafka_bootstrap, f"govindex-{sub.name}")
             on_delivery = processor(
                 sub.handle,
@@ -78,9 +108,11 @@ class Workers:
                 broker, topic=sub.topic, group_id=sub.group, name=sub.name, on_delivery=on_delivery
             )
             self._brokers.append(broker)
-        # Each broker joins its own consumer group; joining in parallel halves start-up.
-        await asyncio.gather(*(broker.start() for broker in self._brokers))
-        settings = self.rt.settings
+        # Each consumer joins its own group; joining in parallel halves start-up.
+        await asyncio.gather(
+            *(broker.start() for broker in self._brokers),
+            *(lanes.start() for lanes in self._lanes),
+        )
         policy = self.relay or RelayPolicy(
             republish_after_s=settings.republish_after_s,
             republish_on_start=settings.republish_on_start,
@@ -92,8 +124,11 @@ class Workers:
         return generation
 
     async def stop(self) -> None:
+        self._stop.set()  # batches still failing give up (uncommitted, redelivered)
+        for lanes in self._lanes:  # in-flight batches finish and commit
+            await lanes.stop()
+        self._lanes.clear()
         if self._relay is not None:
-            self._stop.set()
             try:  # the relay ends its current round and returns
                 await asyncio.wait_for(asyncio.shield(self._relay), RELAY_STOP_S)
             except TimeoutError:

@@ -1,0 +1,245 @@
+"""Per-partition lanes on aiokafka: batches in partition order, offsets committed by hand.
+
+FastStream's batch subscriber hands over records of several partitions in one batch, and
+its nack rewinds only the first record's partition: a failure could then skip records of
+the others. So the batched consumers drive aiokafka directly:
+
+- one lane per assigned partition, one batch in flight per lane (order within a partition
+  holds; partitions progress independently);
+- a lane cuts a batch at `max_events`, `max_bytes` or after `linger_s`, and pauses its
+  partition while its queue holds `queue_events` records (memory stays bounded);
+- the offset is committed only after `on_batch` returns, that is after every record of the
+  batch is applied or durably dead-lettered, and only up to the end of that batch, which
+  is the lowest unfinished offset of the lane;
+- on a rebalance a revoked lane finishes its in-flight batch (bounded by `drain_s`), commits
+  it and drops what it had queued: the partition's next owner starts from that commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import IllegalStateError, KafkaError
+
+from govindex.core.envelope import Delivery
+from govindex.core.errors import TransientError
+
+log = structlog.get_logger(__name__)
+
+OnBatch = Callable[[Sequence[Delivery]], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class LanePolicy:
+    max_events: int = 500
+    max_bytes: int = 16 * 1024 * 1024
+    linger_s: float = 0.02
+    queue_events: int = 2000
+    drain_s: float = 60.0  # how long a revoked or stopped lane may finish its batch
+    retry_after_error_s: float = 1.0
+
+
+@dataclass
+class _Lane:
+    tp: TopicPartition
+    queue: deque[Any] = field(default_factory=deque)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    stopping: bool = False
+    paused: bool = False
+    task: asyncio.Task[None] | None = None
+    batches: int = 0
+
+
+class PartitionLanes:
+    """A consumer-group member whose partitions each run as a lane of batches."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        topic: str,
+        group_id: str,
+        client_id: str,
+        on_batch: OnBatch,
+        policy: LanePolicy,
+    ) -> None:
+        self._topic = topic
+        self._group = group_id
+        self._on_batch = on_batch
+        self._policy = policy
+        self._lanes: dict[TopicPartition, _Lane] = {}
+        self._fetcher: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=group_id,
+            client_id=client_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            max_partition_fetch_bytes=max(policy.max_bytes, 1024 * 1024),
+        )
+
+    @property
+    def assigned(self) -> list[int]:
+        return sorted(tp.partition for tp in self._lanes)
+
+    async def start(self) -> None:
+        self._consumer.subscribe([self._topic], listener=_Listener(self))
+        try:
+            await self._consumer.start()
+        except KafkaError as exc:
+            await self._consumer.stop()
+            raise TransientError(f"cannot reach Kafka: {exc}") from exc
+        self._fetcher = asyncio.create_task(self._fetch(), name=f"lanes-{self._group}")
+
+    async def stop(self) -> None:
+        """Finish in-flight batches (each commits), drop queued records, leave the group."""
+        self._stopping = True
+        if self._fetcher is not None:
+            self._fetcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._fetcher
+        await self._drain(list(self._lanes))
+        await self._consumer.stop()
+
+    # --- fetching -----------------------------------------------------------------------
+
+    async def _fetch(self) -> None:
+        while not self._stopping:
+            try:
+                fetched = await self._consumer.getmany(timeout_ms=100)
+            except KafkaError as exc:  # the client reconnects by itself; say so and wait
+                log.warning("lanes.fetch_failed", group=self._group, error=str(exc))
+                await asyncio.sleep(self._policy.retry_after_error_s)
+                continue
+            for tp, records in fetched.items():
+                lane = self._lanes.get(tp)
+                if lane is None or lane.stopping:
+                    continue  # revoked meanwhile: the next owner reads from the commit
+                lane.queue.extend(records)
+                lane.arrived.set()
+                if not lane.paused and len(lane.queue) >= self._policy.queue_events:
+                    self._consumer.pause(tp)
+                    lane.paused = True
+
+    # --- lanes --------------------------------------------------------------------------
+
+    def _open(self, tp: TopicPartition) -> None:
+        if tp in self._lanes:
+            return
+        lane = _Lane(tp)
+        lane.task = asyncio.create_task(self._run(lane), name=f"lane-{tp.topic}-{tp.partition}")
+        self._lanes[tp] = lane
+        log.info("lanes.assigned", group=self._group, partition=tp.partition)
+
+    async def _drain(self, tps: Sequence[TopicPartition]) -> None:
+        lanes = [self._lanes.pop(tp) for tp in tps if tp in self._lanes]
+        for lane in lanes:
+            lane.stopping = True
+            lane.queue.clear()  # not started: the next owner reads them from the commit
+            lane.arrived.set()
+        tasks = [lane.task for lane in lanes if lane.task is not None]
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=self._policy.drain_s)
+        for task in pending:  # abandoned: uncommitted, so redelivered to the next owner
+            log.warning("lanes.batch_abandoned", group=self._group, after_s=self._policy.drain_s)
+            task.cancel()
+        for task in pending:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self, lane: _Lane) -> None:
+        while True:
+            await lane.arrived.wait()
+            if lane.stopping:
+                return
+            if len(lane.queue) < self._policy.max_events:
+                await asyncio.sleep(self._policy.linger_s)  # let a batch fill
+            if lane.stopping:
+                return
+            batch = self._cut(lane)
+            if not lane.queue:
+                lane.arrived.clear()
+            if not batch:
+                continue
+            try:
+                await self._on_batch([_delivery(r) for r in batch])
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a bug or a stop mid-retry: redeliver, never skip
+                log.error(
+                    "lanes.batch_failed",
+                    group=self._group,
+                    partition=lane.tp.partition,
+                    first_offset=batch[0].offset,
+                    error=repr(exc),
+                )
+                if lane.stopping or self._stopping:
+                    return
+                lane.queue.clear()
+                lane.arrived.clear()
+                self._consumer.seek(lane.tp, batch[0].offset)
+                await asyncio.sleep(self._policy.retry_after_error_s)
+                continue
+            await self._commit(lane, batch[-1].offset + 1)
+            lane.batches += 1
+            if lane.paused and len(lane.queue) < self._policy.queue_events // 2:
+                with contextlib.suppress(IllegalStateError):
+                    self._consumer.resume(lane.tp)
+                lane.paused = False
+
+    def _cut(self, lane: _Lane) -> list[Any]:
+        batch: list[Any] = []
+        size = 0
+        while lane.queue and len(batch) < self._policy.max_events:
+            record = lane.queue[0]
+            weight = len(record.value or b"") + len(record.key or b"")
+            if batch and size + weight > self._policy.max_bytes:
+                break
+            batch.append(lane.queue.popleft())
+            size += weight
+        return batch
+
+    async def _commit(self, lane: _Lane, offset: int) -> None:
+        """Commit the lane's progress; a failed commit is redelivery, never loss."""
+        try:
+            await self._consumer.commit({lane.tp: offset})
+        except KafkaError as exc:  # IllegalStateError included
+            log.warning(
+                "lanes.commit_failed",
+                group=self._group,
+                partition=lane.tp.partition,
+                offset=offset,
+                error=str(exc),
+            )
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, lanes: PartitionLanes) -> None:
+        self._lanes = lanes
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        await self._lanes._drain(list(revoked))
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        for tp in sorted(assigned):
+            self._lanes._open(tp)
+
+
+def _delivery(record: Any) -> Delivery:
+    return Delivery(
+        topic=record.topic,
+        partition=record.partition,
+        offset=record.offset,
+        key=record.key,
+        value=record.value,
+        headers=list(record.headers or []),
+    )

@@ -1,0 +1,131 @@
+"""How a batched worker handles a batch of records: decode, handle, dead-letter what is
+permanent, and return only when every record is applied or durably dead-lettered.
+
+The lane that calls this commits the batch's offsets when it returns, so nothing here may
+return early: transient failures (a server down, a restart) are retried with capped
+backoff for as long as it takes, unless the worker is stopping, in which case the batch
+is abandoned uncommitted and redelivered to whoever owns the partition next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import structlog
+
+from govindex.core.envelope import Delivery, Envelope, decode
+from govindex.core.errors import PermanentError, TransientError
+from govindex.core.ports import DeadLetterLog, EventPublisher
+from govindex.core.retry import retry_transient
+from govindex.runtime.deadletter import dead_letter
+
+log = structlog.get_logger(__name__)
+
+HandleBatch = Callable[[Sequence[Envelope]], Awaitable[Sequence[Any]]]
+MAX_BACKOFF_S = 5.0
+
+
+class Abandoned(Exception):
+    """The worker stopped while a batch was still failing: leave its offsets alone."""
+
+
+def batch_processor(
+    handle: HandleBatch,
+    *,
+    consumer: str,
+    dead_letters_topic: str,
+    publisher: EventPublisher,
+    dead_letters: DeadLetterLog,
+    stopping: asyncio.Event,
+) -> Callable[[Sequence[Delivery]], Awaitable[None]]:
+    """`handle` returns one result per envelope, in order: a PermanentError for each one
+    to dead-letter; it raises TransientError when nothing of the batch was decided."""
+
+    async def on_batch(deliveries: Sequence[Delivery]) -> None:
+        failed: dict[int, PermanentError] = {}
+        decoded: list[tuple[int, Envelope]] = []
+        for i, delivery in enumerate(deliveries):
+            try:
+                decoded.append((i, decode(delivery.key, delivery.value, delivery.headers)))
+            except PermanentError as error:
+                failed[i] = error
+        results = await _until_done(handle, [env for _, env in decoded], consumer, stopping)
+        for (i, _), result in zip(decoded, results, strict=True):
+            if isinstance(result, PermanentError):
+                failed[i] = result
+        envelopes = dict(decoded)
+        for i, reason in sorted(failed.items()):
+            await _dead_letter(
+                deliveries[i],
+                envelopes.get(i),
+                reason,
+                consumer=consumer,
+                topic=dead_letters_topic,
+                publisher=publisher,
+                dead_letters=dead_letters,
+            )
+
+    return on_batch
+
+
+async def _until_done(
+    handle: HandleBatch, envelopes: list[Envelope], consumer: str, stopping: asyncio.Event
+) -> Sequence[Any]:
+    if not envelopes:
+        return []
+    delay, attempt = 0.2, 0
+    while True:
+        attempt += 1
+        try:
+            return await handle(envelopes)
+        except TransientError as exc:
+            if stopping.is_set():
+                raise Abandoned(f"stopping while the batch still fails: {exc}") from exc
+            log.warning(
+                "batch.retry",
+                consumer=consumer,
+                events=len(envelopes),
+                attempt=attempt,
+                delay_s=round(delay, 2),
+                error=str(exc),
+            )
+            with contextlib.suppress(TimeoutError):  # wake at once on stop
+                await asyncio.wait_for(stopping.wait(), delay * (0.5 + random.random() / 2))
+            delay = min(MAX_BACKOFF_S, delay * 2)
+
+
+async def _dead_letter(
+    delivery: Delivery,
+    envelope: Envelope | None,
+    error: PermanentError,
+    *,
+    consumer: str,
+    topic: str,
+    publisher: EventPublisher,
+    dead_letters: DeadLetterLog,
+) -> None:
+    """On the dead-letter topic, and recorded as settled, before the offset moves."""
+    record = dead_letter(delivery, error, consumer)
+    await retry_transient(
+        lambda: publisher.publish(topic, record), what="dead-letter publish", give_up_after=3600
+    )
+    if envelope is not None:
+        event_id, reason = envelope.id, error.reason
+        await retry_transient(
+            lambda: dead_letters.dead_lettered(consumer, event_id, reason),
+            what="dead-letter record",
+            give_up_after=3600,
+        )
+    log.warning(
+        "event.dead_lettered",
+        consumer=consumer,
+        partition=delivery.partition,
+        offset=delivery.offset,
+        event_id=envelope.id if envelope else None,
+        reason=error.reason,
+        error=str(error),
+    )
