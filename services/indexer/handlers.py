@@ -132,10 +132,11 @@ async def index_batch(envelopes: Sequence[Envelope], ports: IndexerPorts) -> lis
 
     Parsing, chunking, stamping and embedding happen before the transaction; then one
     transaction claims every event, locks every document in one sorted order, decides per
-    document in delivery order (the sequence guard does the rest) and writes set-based; then one bulk projects what Postgres
-    now holds. Returns one result per event, in order: what it did, or the permanent error
-    that dead-letters it (only it: a batch that Postgres refuses is bisected down to the
-    event it refuses). A TransientError means nothing was decided: retry the whole batch.
+    document in delivery order (the sequence guard does the rest) and writes set-based;
+    then one bulk projects what Postgres now holds. Returns one result per event, in order:
+    what it did, or the permanent error that dead-letters it (only it: a batch Postgres
+    refuses is bisected down to the event it refuses). A TransientError means nothing was
+    decided: retry the whole batch.
 
     Idempotent: a duplicate or stale event changes nothing in Postgres, and the projection
     re-reads what Postgres holds for each event, so a redelivery after a crash between the
@@ -320,6 +321,14 @@ async def _project(
     async def bulk() -> BulkResult:
         chunks = await ports.store.chunks_changed_by_many(list(changes))
         result = await ports.index.project(chunks)
+        # The deletion lane may have purged a document between the read and the write: a
+        # chunk Postgres no longer holds leaves the index again (readers gate on Postgres
+        # meanwhile, so it is never served).
+        written = [c.chunk_id for c in chunks if c.chunk_id not in result.rejected]
+        gone = set(written) - await ports.store.chunks_present(written)
+        if gone:
+            await ports.index.delete_chunks(sorted(gone))
+            log.info("projection.purged_meanwhile", chunks=len(gone))
         for chunk in chunks:
             if chunk.chunk_id in result.rejected:
                 key = DocumentKey(chunk.tenant_id, chunk.source_id, chunk.doc_id)

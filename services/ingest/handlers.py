@@ -178,10 +178,15 @@ def _deletion(ctx: IngestContext, doc_id: str, sequence: int) -> OutboxMessage:
 def document_message(
     topics: Topics, event_type: str, payload: DocumentChanged | DocumentDeleted, op: str
 ) -> OutboxMessage:
-    """A document event for the outbox, pending until the indexer applied it."""
-    when = payload.observed_at if isinstance(payload, DocumentChanged) else payload.deleted_at
+    """A document event for the outbox, pending until the indexer applied it.
+
+    Deletions go to their own topic, whose lane never waits behind queued updates; the
+    sequence guard orders the two lanes (an update overtaken by its delete is stale).
+    """
+    deletion = isinstance(payload, DocumentDeleted)
+    when = payload.deleted_at if isinstance(payload, DocumentDeleted) else payload.observed_at
     return OutboxMessage(
-        topics.documents,
+        topics.deletions if deletion else topics.documents,
         encode_document_event(event_type, payload, op=op, time=when),
         awaits=INDEXER,
         tenant_id=payload.tenant_id,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -11,7 +11,7 @@ import structlog
 
 from govindex.core import events
 from govindex.core.envelope import Envelope, encode, encode_document_event
-from govindex.core.errors import InvalidEvent, TransientError
+from govindex.core.errors import InvalidEvent, PermanentError, TransientError
 from govindex.core.events import (
     AccessRevoked,
     ArtifactInvalidated,
@@ -28,6 +28,7 @@ from govindex.core.ports import (
     OutboxMessage,
     PurgeIndex,
     PurgeStore,
+    PurgeTarget,
     TaggedCache,
     TombstoneRow,
 )
@@ -74,6 +75,86 @@ async def purge_document(envelope: Envelope, ports: PurgerPorts) -> DocumentPurg
     except TransientError as exc:
         await ports.store.note_failure(tombstone, str(exc))
         raise
+    return await _complete(envelope, payload, tombstone, sinks, invalidated, ports, started)
+
+
+async def purge_batch(
+    envelopes: Sequence[Envelope], ports: PurgerPorts
+) -> list[DocumentPurged | PermanentError | None]:
+    """The deletion lane's purge: every tombstone of the batch leaves every sink, with one
+    OpenSearch sweep, one refresh and one read-back for the whole batch.
+
+    A deletion with no tombstone at its sequence (stale: a newer event got there first) or
+    one already purged returns None. Any sink left holding content raises TransientError
+    (the batch is retried; everything here is idempotent), never a receipt.
+    """
+    results: list[DocumentPurged | PermanentError | None] = [None] * len(envelopes)
+    work: list[tuple[int, Envelope, DocumentDeleted, TombstoneRow]] = []
+    for i, envelope in enumerate(envelopes):
+        try:
+            payload = parse_payload(envelope)
+        except PermanentError as error:
+            results[i] = error
+            continue
+        if not isinstance(payload, DocumentDeleted):
+            results[i] = InvalidEvent(
+                f"the deletion lane only applies deletions, got {envelope.type}"
+            )
+            continue
+        tombstone = await ports.store.tombstone(_key(payload), payload.sequence)
+        if tombstone is not None and tombstone.purge_state != "purged":
+            work.append((i, envelope, payload, tombstone))
+    if not work:
+        return results
+    started = time.monotonic()
+    purging = [w for w in work if w[3].deletion_mode == DeletionMode.TOMBSTONE_AND_PURGE.value]
+    try:
+        in_postgres: dict[int, tuple[int, int, int]] = {}
+        for i, _, payload, _ in purging:
+            chunks, versions = await ports.store.purge_content(_key(payload), payload.sequence)
+            left = await ports.store.content_remaining(_key(payload), payload.sequence)
+            in_postgres[i] = (chunks, versions, left)
+        targets = [
+            PurgeTarget(p.tenant_id, p.source_id, p.doc_id, p.sequence, t.chunk_ids)
+            for _, _, p, t in purging
+        ]
+        removed = await ports.index.delete_documents(targets)
+        remaining = await ports.index.count_documents(targets)
+        in_index = {w[0]: (r, left) for w, r, left in zip(purging, removed, remaining, strict=True)}
+        stuck = {i: (in_postgres[i][2], in_index[i][1]) for i in in_postgres}
+        stuck = {i: left for i, left in stuck.items() if any(left)}
+        if stuck:
+            raise TransientError(
+                f"purge of {len(stuck)} documents left content behind (postgres rows, "
+                f"opensearch chunks: {sorted(stuck.values())}); retrying"
+            )
+        for i, envelope, payload, tombstone in work:
+            if i in in_postgres:
+                chunks, versions, _ = in_postgres[i]
+                sinks = _purged(chunks, versions, in_index[i][0])
+            else:
+                sinks = _history_kept()
+            copies, invalidated = await _purge_copies(payload, tombstone, ports)
+            results[i] = await _complete(
+                envelope, payload, tombstone, sinks + copies, invalidated, ports, started
+            )
+    except TransientError as exc:
+        for _, _, _, tombstone in work:
+            await ports.store.note_failure(tombstone, str(exc))
+        raise
+    return results
+
+
+async def _complete(
+    envelope: Envelope,
+    payload: DocumentDeleted,
+    tombstone: TombstoneRow,
+    sinks: list[SinkResult],
+    invalidated: list[Invalidated],
+    ports: PurgerPorts,
+    started: float,
+) -> DocumentPurged | None:
+    """The receipt, the purge marked done and the event claimed, in one transaction."""
     now = ports.clock()
     receipt = DocumentPurged(
         **payload.identity(),
@@ -107,28 +188,45 @@ async def purge_document(envelope: Envelope, ports: PurgerPorts) -> DocumentPurg
     return receipt if done else None
 
 
+def _purged(chunks: int, versions: int, index_entries: int) -> list[SinkResult]:
+    return [
+        SinkResult(
+            sink="postgres",
+            removed=chunks + versions,
+            remaining=0,
+            verified=True,
+            detail=f"{chunks} chunks deleted, {versions} versions emptied",
+        ),
+        SinkResult(sink="opensearch", removed=index_entries, remaining=0, verified=True),
+    ]
+
+
+def _history_kept() -> list[SinkResult]:
+    """deletion_mode tombstone: history before the deletion stays queryable for as_of."""
+    return [
+        SinkResult(
+            sink="postgres",
+            removed=0,
+            remaining=0,
+            verified=True,
+            detail="deletion_mode tombstone: history kept, document no longer current",
+        ),
+        SinkResult(
+            sink="opensearch",
+            removed=0,
+            remaining=0,
+            verified=True,
+            detail="deletion_mode tombstone: validity ended at deleted_at",
+        ),
+    ]
+
+
 async def _purge_sinks(
     payload: DocumentDeleted, tombstone: TombstoneRow, ports: PurgerPorts
 ) -> list[SinkResult]:
     key, seq = _key(payload), payload.sequence
     if tombstone.deletion_mode != DeletionMode.TOMBSTONE_AND_PURGE.value:
-        # History before the deletion stays queryable for as_of; nothing is removed.
-        return [
-            SinkResult(
-                sink="postgres",
-                removed=0,
-                remaining=0,
-                verified=True,
-                detail="deletion_mode tombstone: history kept, document no longer current",
-            ),
-            SinkResult(
-                sink="opensearch",
-                removed=0,
-                remaining=0,
-                verified=True,
-                detail="deletion_mode tombstone: validity ended at deleted_at",
-            ),
-        ]
+        return _history_kept()
     chunks_removed, versions_emptied = await ports.store.purge_content(key, seq)
     pg_left = await ports.store.content_remaining(key, seq)
     ids = (key.tenant_id, key.source_id, key.doc_id)
@@ -139,16 +237,7 @@ async def _purge_sinks(
             f"purge of {payload.key} left content behind (postgres rows: {pg_left}, "
             f"opensearch chunks: {os_left}); retrying"
         )
-    return [
-        SinkResult(
-            sink="postgres",
-            removed=chunks_removed + versions_emptied,
-            remaining=pg_left,
-            verified=True,
-            detail=f"{chunks_removed} chunks deleted, {versions_emptied} versions emptied",
-        ),
-        SinkResult(sink="opensearch", removed=os_removed, remaining=os_left, verified=True),
-    ]
+    return _purged(chunks_removed, versions_emptied, os_removed)
 
 
 async def _purge_copies(

@@ -99,9 +99,10 @@ class Pipeline:
         )
         return encode_document_event(events.DOCUMENT_DELETED, body, op="deleted")
 
-    def publish(self, *records: KafkaRecord) -> list[str]:
+    def publish(self, *records: KafkaRecord, topic: str | None = None) -> list[str]:
+        """On the documents topic, unless told (the deletion lane's topic, say)."""
         for record in records:
-            self.producer.publish(self.settings.topics.documents, record)
+            self.producer.publish(topic or self.settings.topics.documents, record)
             self.sent.append(record)
         self.producer.flush()
         return [event_id_of(r) for r in records if "ce_id" in dict(r.headers)]
@@ -118,14 +119,19 @@ class Pipeline:
             f"{consumer} to process {len(set(event_ids))} events",
         )
         if consumer == "indexer" and self.workers is not None:
-            # Postgres commits before the batch is projected; the lane commits its offsets
-            # after OpenSearch holds the batch: then both sinks can be read.
-            await until(self._indexer_lag, lambda n: n == 0, timeout, "indexer offsets")
+            await self.wait_committed(timeout)
+
+    async def wait_committed(self, timeout: float = 60.0) -> None:
+        """Postgres commits before a batch is projected; a lane commits its offsets after
+        OpenSearch holds the batch: once both lanes are at the end, both sinks can be read."""
+        await until(self._indexer_lag, lambda n: n == 0, timeout, "indexer offsets")
 
     async def _indexer_lag(self) -> int:
+        topics = self.settings.topics
         reader = OffsetReader(self.rt.servers.kafka_bootstrap)
         try:
-            lag = reader.lag(self.settings.topics.documents, self.settings.group("indexer"))
+            lag = reader.lag(topics.documents, self.settings.group("indexer"))
+            lag += reader.lag(topics.deletions, self.settings.group("indexer-deletions"))
         finally:
             reader.close()
         return sum(max(p.lag, 0) for p in lag)

@@ -289,6 +289,8 @@ class ChunkStore(Protocol):
         self, changes: Sequence[tuple[DocumentKey, int]]
     ) -> list[Chunk]: ...
 
+    async def chunks_present(self, chunk_ids: Sequence[str]) -> set[str]: ...
+
     async def chunks_by_id(self, chunk_ids: Sequence[str]) -> list[Chunk]: ...
 
     async def chunks_of_version(self, version_id: str) -> list[Chunk]: ...
@@ -329,7 +331,22 @@ class SearchIndex(Protocol):
     async def delete_chunks(self, chunk_ids: Sequence[str]) -> int: ...
 
 
+@dataclass(frozen=True)
+class PurgeTarget:
+    """One document's content to remove from the index: versions up to a sequence."""
+
+    tenant_id: str
+    source_id: str
+    doc_id: str
+    up_to_sequence: int
+    chunk_ids: Sequence[str]
+
+
 class PurgeIndex(Protocol):
+    async def delete_documents(self, targets: Sequence[PurgeTarget]) -> list[int]: ...
+
+    async def count_documents(self, targets: Sequence[PurgeTarget]) -> list[int]: ...
+
     async def delete_document(
         self,
         tenant_id: str,
@@ -521,8 +538,14 @@ class Outbox(Protocol):
     """Publishes committed outbox rows and keeps awaited events pending until applied."""
 
     async def relay(
-        self, publish: Callable[[str, KafkaRecord], Awaitable[None]], limit: int = 200
+        self,
+        publish: Callable[[str, Sequence[KafkaRecord]], Awaitable[None]],
+        limit: int = 1000,
     ) -> int: ...
+
+    async def wait_for_rows(self, timeout_s: float) -> bool: ...
+
+    async def close_listener(self) -> None: ...
 
     async def settle(self) -> int: ...
 

@@ -21,6 +21,7 @@ class Topics(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     documents: str
+    deletions: str  # the deletion lane: never queued behind updates
     tombstones: str
     receipts: str
     dead_letters: str
@@ -29,13 +30,20 @@ class Topics(BaseModel):
     def for_namespace(cls, namespace: str) -> Topics:
         return cls(
             documents=f"{namespace}.documents",
+            deletions=f"{namespace}.deletions",
             tombstones=f"{namespace}.tombstones",
             receipts=f"{namespace}.receipts",
             dead_letters=f"{namespace}.dead-letters",
         )
 
     def all(self) -> list[str]:
-        return [self.documents, self.tombstones, self.receipts, self.dead_letters]
+        return [
+            self.documents,
+            self.deletions,
+            self.tombstones,
+            self.receipts,
+            self.dead_letters,
+        ]
 
 
 class Servers(BaseModel):

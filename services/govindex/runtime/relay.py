@@ -4,7 +4,6 @@ consumer has applied yet."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from dataclasses import dataclass
 
@@ -19,9 +18,11 @@ log = structlog.get_logger(__name__)
 @dataclass(frozen=True)
 class RelayPolicy:
     """`republish_after_s`: a pending event is published again after this long (doubling);
-    `republish_on_start`: every pending event is published again when the relay starts."""
+    `republish_on_start`: every pending event is published again when the relay starts.
+    An idle relay sleeps until Postgres notifies it of committed outbox rows, or `idle_s`
+    at most (the maintenance round, and a poll should a notification be missed)."""
 
-    idle_s: float = 0.1
+    idle_s: float = 0.5
     republish_after_s: float = 60.0
     republish_on_start: bool = True
     maintenance_every_s: float = 1.0
@@ -42,7 +43,7 @@ async def relay_forever(
     while not stop.is_set():
         sent = 0
         try:
-            sent = await outbox.relay(publisher.publish)
+            sent = await outbox.relay(publisher.publish_many)
             if time.monotonic() - maintained >= policy.maintenance_every_s:
                 maintained = time.monotonic()
                 await outbox.settle()
@@ -50,9 +51,9 @@ async def relay_forever(
                 await outbox.prune(policy.prune_after_s)
         except TransientError as exc:
             log.warning("outbox.relay_failed", error=str(exc))
-        if not sent:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), policy.idle_s)
+        if not sent and not stop.is_set():
+            await outbox.wait_for_rows(policy.idle_s)
+    await outbox.close_listener()
 
 
 async def _republish(outbox: Outbox, after_s: float | None) -> None:

@@ -49,7 +49,11 @@ def _check_kafka(settings: Settings, report: dict[str, Any]) -> dict[str, Any]:
         return {"address": settings.kafka_bootstrap, "ok": False, "error": str(exc)}
     try:
         topics = settings.topics
-        consumers = {topics.documents: "indexer", topics.tombstones: "purger"}
+        consumers = {
+            topics.documents: "indexer",
+            topics.deletions: "indexer-deletions",
+            topics.tombstones: "purger",
+        }
         for topic in topics.all():
             ends = reader.end_offsets(topic)
             entry: dict[str, Any] = {

@@ -26,7 +26,9 @@ from govindex.runtime.subscription import Subscription
 log = structlog.get_logger(__name__)
 
 WORKERS = ("indexer", "purger", "cdc")
-RELAY_STOP_S = 30.0  # a relay round publishes at most 200 rows
+RELAY_STOP_S = 30.0  # a relay round publishes at most 1000 rows
+# Deletions in micro-batches: a short linger, so a lone delete is applied at once.
+DELETION_LANE = LanePolicy(max_events=100, linger_s=0.005, queue_events=1000)
 
 
 async def subscriptions(rt: Runtime, names: Sequence[str], generation: int) -> list[Subscription]:
@@ -54,6 +56,7 @@ class Workers:
     relay: RelayPolicy | None = None  # default: from settings
     _brokers: list[Broker] = field(default_factory=list)
     _lanes: list[PartitionLanes] = field(default_factory=list)
+    _deletion_rt: Runtime | None = None
     _relay: asyncio.Task[None] | None = None
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -74,7 +77,13 @@ class Workers:
             linger_s=settings.batch_linger_ms / 1000,
             queue_events=max(settings.lane_queue_events, settings.batch_max_events),
         )
-        for sub in await subscriptions(self.rt, self.run, generation):
+        found = await subscriptions(self.rt, self.run, generation)
+        if "indexer" in self.run:  # the deletion lane, on Postgres connections of its own
+            from govindex.runtime.deletions import deletion_subscription
+
+            self._deletion_rt = await Runtime(settings, pool_size=3).__aenter__()
+            found.append(deletion_subscription(self._deletion_rt, generation))
+        for sub in found:
             if sub.batched:
                 on_batch = batch_processor(
                     sub.handle,
@@ -91,7 +100,9 @@ class Workers:
                         group_id=sub.group,
                         client_id=f"govindex-{sub.name}",
                         on_batch=on_batch,
-                        policy=lane_policy,
+                        policy=DELETION_LANE
+                        if sub.topic == settings.topics.deletions
+                        else lane_policy,
                     )
                 )
                 continue
@@ -128,6 +139,9 @@ class Workers:
         for lanes in self._lanes:  # in-flight batches finish and commit
             await lanes.stop()
         self._lanes.clear()
+        if self._deletion_rt is not None:
+            await self._deletion_rt.__aexit__(None, None, None)
+            self._deletion_rt = None
         if self._relay is not None:
             try:  # the relay ends its current round and returns
                 await asyncio.wait_for(asyncio.shield(self._relay), RELAY_STOP_S)

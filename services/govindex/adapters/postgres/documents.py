@@ -507,6 +507,15 @@ class PostgresChunkStore(PostgresAdapter):
             (*_columns([key for key, _ in changes]), [seq for _, seq in changes]),
         )
 
+    async def chunks_present(self, chunk_ids: Sequence[str]) -> set[str]:
+        """Which of these chunks Postgres still holds (a purge deletes the rows)."""
+        if not chunk_ids:
+            return set()
+        rows = await self._rows(
+            "SELECT chunk_id FROM chunks WHERE chunk_id = ANY(%s)", (list(chunk_ids),)
+        )
+        return {row[0] for row in rows}
+
     async def chunks_of_version(self, version_id: str) -> list[Chunk]:
         return await select_chunks(
             self._pool, "WHERE version_id = %s ORDER BY ordinal", (version_id,)

@@ -7,7 +7,14 @@ broker lost its log, or when one copy was simply lost.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import psycopg
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
 
 from govindex.adapters.postgres.tx import PostgresAdapter, transaction
 from govindex.core.envelope import KafkaRecord
@@ -20,13 +27,21 @@ MAX_REPUBLISH_S = 3600
 class PostgresOutbox(PostgresAdapter):
     """Implements Outbox and DeadLetterLog."""
 
+    def __init__(self, pool: AsyncConnectionPool) -> None:
+        super().__init__(pool)
+        self._listener: AsyncConnection[Any] | None = None
+
     async def relay(
-        self, publish: Callable[[str, KafkaRecord], Awaitable[None]], limit: int = 200
+        self,
+        publish: Callable[[str, Sequence[KafkaRecord]], Awaitable[None]],
+        limit: int = 1000,
     ) -> int:
-        """Publish up to `limit` unpublished rows, oldest first, with `await publish(...)`.
+        """Publish up to `limit` unpublished rows, oldest first: one `publish` per topic run,
+        which sends them all and waits once for the broker's acknowledgements.
 
         SKIP LOCKED lets several relays run without publishing a row twice at once; a crash
         after publishing but before marking re-publishes it, which consumers dedupe by id.
+        Rows of one key keep their order: same topic, one producer, sent in id order.
         """
         async with transaction(self._pool) as conn:
             cur = await conn.execute(
@@ -35,13 +50,18 @@ class PostgresOutbox(PostgresAdapter):
                 (limit,),
             )
             rows = await cur.fetchall()
-            for _id, topic, key, value, headers in rows:
-                record = KafkaRecord(
-                    key=key.encode(),
-                    value=bytes(value),
-                    headers=[(name, str(v).encode()) for name, v in headers],
+            run: list[KafkaRecord] = []
+            for i, (_id, topic, key, value, headers) in enumerate(rows):
+                run.append(
+                    KafkaRecord(
+                        key=key.encode(),
+                        value=bytes(value),
+                        headers=[(name, str(v).encode()) for name, v in headers],
+                    )
                 )
-                await publish(topic, record)
+                if i + 1 == len(rows) or rows[i + 1][1] != topic:
+                    await publish(topic, run)
+                    run = []
             if rows:
                 await conn.execute(
                     "UPDATE outbox SET published_at = now(), publish_count = publish_count + 1 "
@@ -49,6 +69,30 @@ class PostgresOutbox(PostgresAdapter):
                     ([row[0] for row in rows],),
                 )
         return len(rows)
+
+    async def wait_for_rows(self, timeout_s: float) -> bool:
+        """Sleep until a transaction that wrote outbox rows commits (LISTEN/NOTIFY), or for
+        `timeout_s`; True if woken by one. Without a listening connection (Postgres down,
+        or restarting), it sleeps the timeout: the relay then simply polls."""
+        try:
+            if self._listener is None or self._listener.closed:
+                conninfo = self._pool.conninfo
+                assert isinstance(conninfo, str)  # the pool is built from a DSN
+                self._listener = await AsyncConnection.connect(conninfo, autocommit=True)
+                await self._listener.execute("LISTEN govindex_outbox")
+            async for _ in self._listener.notifies(timeout=timeout_s, stop_after=1):
+                return True
+            return False
+        except psycopg.Error:
+            await self.close_listener()
+            await asyncio.sleep(timeout_s)
+            return False
+
+    async def close_listener(self) -> None:
+        if self._listener is not None:
+            with contextlib.suppress(psycopg.Error):
+                await self._listener.close()
+            self._listener = None
 
     async def settle(self) -> int:
         """Mark pending events their consumer processed or dead-lettered; return how many."""

@@ -1,0 +1,271 @@
+"""The batched indexer and the deletion lane, on the real servers (issue 11).
+
+A poison event inside a batch is dead-lettered alone; OpenSearch answering 429/503 is
+retried with the payload rebuilt from Postgres (so a purge in between is never undone);
+an indexer process killed mid-batch loses nothing and applies nothing twice; Postgres
+dropping every connection mid-load is waited out; a delete racing its own create in the
+two lanes leaves nothing, and an update its delete overtook is dropped while a later
+re-create applies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+
+from govindex.runtime.composition import Runtime
+from govindex.runtime.deadletter import REASON_HEADER
+from govindex.runtime.workers import Workers
+from tests.support.faults import FaultyOpenSearch
+from tests.support.pipeline import Pipeline, event_id_of, until
+from tests.support.proxy import CuttableProxy
+
+pytestmark = pytest.mark.e2e
+
+
+async def _count(p: Pipeline, query: str, *params: Any) -> int:
+    async with p.pool.connection() as conn:
+        cur = await conn.execute(query, params)  # type: ignore[arg-type]
+        row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+async def test_a_poison_event_inside_a_batch_is_dead_lettered_alone(pipeline: Pipeline) -> None:
+    p = pipeline
+    await p.stop_workers()  # everything on the topic first: one batch per partition
+    healthy = [p.change(f"h{i}.md", 1, f"# H{i}\nfine text {i}\n") for i in range(12)]
+    poison = p.change("poison.md", 1, "# P\nPostgres cannot store a \x00 byte in text\n")
+    p.publish(*healthy[:6], poison, *healthy[6:])
+    await p.start_workers()
+    await p.wait_processed([event_id_of(r) for r in healthy])
+    letters = await until(_dead_letters(p), lambda d: len(d) >= 1, 60, "a dead letter")
+    poison_id = event_id_of(poison)
+    assert [dict(r.headers)["ce_id"].decode() for r in letters] == [poison_id]
+    assert dict(letters[0].headers)[REASON_HEADER] == b"rejected_by_postgres"
+    # Settled as dead-lettered, never claimed: its emission will not be re-published.
+    dead = "SELECT count(*) FROM dead_lettered WHERE event_id = %s"
+    assert await _count(p, dead, poison_id) == 1
+    claimed = "SELECT count(*) FROM processed_events WHERE event_id = %s"
+    assert await _count(p, claimed, poison_id) == 0
+    assert len(await p.active_documents(p.source)) == 12
+    await p.assert_sinks_agree()
+
+
+def _dead_letters(p: Pipeline) -> Any:
+    async def read() -> list[Any]:
+        return p.dead_letters()
+
+    return read
+
+
+@pytest.fixture
+async def faulty(pipeline: Pipeline) -> AsyncIterator[FaultyOpenSearch]:
+    assert pipeline.settings.opensearch_url
+    proxy = FaultyOpenSearch(pipeline.settings.opensearch_url)
+    await proxy.start()
+    yield proxy
+    await proxy.stop()
+
+
+@pytest.mark.parametrize("status", [429, 503])
+async def test_opensearch_busy_is_retried_from_postgres_and_never_undoes_a_purge(
+    pipeline: Pipeline, faulty: FaultyOpenSearch, status: int
+) -> None:
+    p = pipeline
+    await p.stop_workers()
+    faulty.fail(status)
+    async with Runtime(p.settings.model_copy(update={"opensearch_url": faulty.url})) as rt:
+        workers = Workers(rt, run=("indexer", "purger"))
+        await workers.start()
+        try:
+            ids = p.publish(
+                p.change("keep.md", 1, "# Keep\nkept words\n"),
+                p.change("gone.md", 1, "# Gone\nwords that must not come back\n"),
+            )
+            await p.wait_processed(ids)  # Postgres holds both ...
+            await until(_refused(faulty), lambda n: n >= 2, 60, "bulk retries")
+            assert p.os_chunks() == []  # ... OpenSearch nothing: its bulks are refused
+            # Meanwhile the deletion lane purges one of them (deletes pass the fault).
+            p.publish(p.deletion("gone.md", 2), topic=p.settings.topics.deletions)
+            receipt = await p.wait_purged("gone.md", 2)
+            assert receipt is not None
+            faulty.heal()
+            p.workers = workers  # wait for both lanes' offsets, as for in-process workers
+            await p.wait_committed(timeout=120)
+            p.workers = None
+        finally:
+            await workers.stop()
+    assert [d["doc_id"] for d in p.os_chunks()] == ["keep.md"]  # gone.md never came back
+    assert await p.pg_chunks("gone.md") == []
+    await p.assert_sinks_agree()
+
+
+def _refused(proxy: FaultyOpenSearch) -> Any:
+    async def read() -> int:
+        return proxy.refused
+
+    return read
+
+
+def _worker(p: Pipeline, log: Path, **env: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "govindex.cli.main", "worker", "indexer", "--log-level", "INFO"],
+        env={
+            **os.environ,
+            "GOVINDEX_PG_DSN": p.settings.pg_dsn or "",
+            "GOVINDEX_KAFKA_BOOTSTRAP": p.settings.kafka_bootstrap or "",
+            "GOVINDEX_OPENSEARCH_URL": p.settings.opensearch_url or "",
+            "GOVINDEX_NAMESPACE": p.settings.namespace,
+            **env,
+        },
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+@pytest.mark.parametrize("kill_at", [1, 150])
+async def test_an_indexer_killed_mid_batch_loses_nothing_and_applies_nothing_twice(
+    pipeline: Pipeline, tmp_path: Path, kill_at: int
+) -> None:
+    """SIGKILL once `kill_at` events are committed in Postgres: the first batch's commit
+    (its projection and offsets not done yet), or in the middle of the load."""
+    p = pipeline
+    await p.stop_workers()
+    ids = p.publish(
+        *[p.change(f"k{i:03d}.md", 1, f"# K{i}\nbody {i}\n## Part\nmore {i}\n") for i in range(300)]
+    )
+    log = tmp_path / "worker.log"
+    worker = _worker(p, log, GOVINDEX_BATCH_MAX_EVENTS="50")
+    try:
+        await until(
+            lambda: p._count_processed(ids, "indexer"), lambda n: n >= kill_at, 120, "a commit"
+        )
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=10)
+        done = await p._count_processed(ids, "indexer")
+    except BaseException:
+        print(log.read_text())
+        raise
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert done < len(ids), "the kill must land before the load is done"
+    await p.start_workers()  # the same consumer group takes over
+    await p.wait_processed(ids, timeout=240)
+    tenant = p.tenant
+    assert await _count(
+        p, "SELECT count(*) FROM document_versions WHERE tenant_id = %s", tenant
+    ) == len(ids)
+    assert await _count(
+        p,
+        "SELECT count(*) FROM outbox WHERE key LIKE %s AND topic = %s",
+        f"{tenant}/%",
+        p.settings.topics.receipts,
+    ) == len(ids)  # one receipt per event: nothing applied twice
+    await p.assert_sinks_agree()
+
+
+@pytest.fixture
+async def pg_proxy(pipeline: Pipeline) -> AsyncIterator[CuttableProxy]:
+    assert pipeline.settings.pg_dsn
+    url = urlparse(pipeline.settings.pg_dsn)
+    assert url.hostname and url.port
+    proxy = CuttableProxy(url.hostname, url.port)
+    await proxy.start()
+    yield proxy
+    await proxy.cut()
+
+
+async def test_postgres_dropping_every_connection_mid_load_is_waited_out(
+    pipeline: Pipeline, pg_proxy: CuttableProxy
+) -> None:
+    """What a Postgres restart looks like to the workers: every connection dropped, new
+    ones refused for a while, then back. Batches retry; nothing is lost or doubled."""
+    p = pipeline
+    await p.stop_workers()
+    assert p.settings.pg_dsn
+    url = urlparse(p.settings.pg_dsn)
+    dsn = url._replace(netloc=f"{url.username}@127.0.0.1:{pg_proxy.port}").geturl()
+    async with Runtime(p.settings.model_copy(update={"pg_dsn": dsn})) as rt:
+        workers = Workers(rt, run=("indexer",))
+        await workers.start()
+        try:
+            first = p.publish(*[p.change(f"a{i}.md", 1, f"# A{i}\nalpha {i}\n") for i in range(40)])
+            await until(
+                lambda: p._count_processed(first, "indexer"), lambda n: n > 0, 60, "a commit"
+            )
+            await pg_proxy.cut()
+            second = p.publish(
+                *[p.change(f"b{i}.md", 1, f"# B{i}\nbravo {i}\n") for i in range(40)],
+                p.deletion("a0.md", 2),
+            )
+            await asyncio.sleep(3.0)  # down for a while: batches fail and are retried
+            await pg_proxy.start()
+            p.workers = workers
+            await p.wait_processed(first + second, timeout=120)
+            p.workers = None
+        finally:
+            await workers.stop()
+    assert len(await p.active_documents(p.source)) == 79
+    await p.assert_sinks_agree()
+
+
+async def test_a_delete_racing_its_own_create_in_the_two_lanes_leaves_nothing(
+    pipeline: Pipeline,
+) -> None:
+    p = pipeline
+    await p.stop_workers()  # both on their topics before either lane runs
+    deletions = p.settings.topics.deletions
+    created = p.publish(
+        p.change("race-a.md", 1, "# A\nraced text a\n"), p.change("race-b.md", 1, "# B\nb\n")
+    )
+    deleted = p.publish(p.deletion("race-a.md", 2), p.deletion("race-b.md", 2), topic=deletions)
+    await p.start_workers()
+    await p.wait_processed(created + deleted)
+    for doc in ("race-a.md", "race-b.md"):
+        await p.wait_purged(doc, 2)
+        assert await p.pg_chunks(doc) == []
+        assert p.os_chunks(doc) == []
+    assert await p.active_documents(p.source) == {}
+    # The other order, one after the other: the delete lands first, the create is stale.
+    gone = p.publish(p.deletion("late.md", 2), topic=deletions)
+    await p.wait_processed(gone)
+    late = p.publish(p.change("late.md", 1, "# Late\nmust not appear\n"))
+    await p.wait_processed(late)
+    assert await p.pg_chunks("late.md") == [] and p.os_chunks("late.md") == []
+
+
+async def test_an_update_overtaken_by_its_delete_is_dropped_and_a_recreate_applies(
+    pipeline: Pipeline,
+) -> None:
+    """deletion_mode tombstone keeps history for as_of; an update its delete overtook in the
+    other lane is dropped (counted stale), never written into that history."""
+    p = pipeline
+    await p.register(source_id=p.source, deletion_mode="tombstone")
+    first = p.publish(p.change("h.md", 1, "# H\nfirst version\n"))
+    await p.wait_processed(first)
+    deleted = p.publish(p.deletion("h.md", 3), topic=p.settings.topics.deletions)
+    await p.wait_processed(deleted)
+    overtaken = p.publish(p.change("h.md", 2, "# H\nsecond version, too late\n"))
+    await p.wait_processed(overtaken)
+    versions = await _count(
+        p,
+        "SELECT count(*) FROM document_versions WHERE tenant_id = %s AND doc_id = 'h.md'",
+        p.tenant,
+    )
+    assert versions == 1  # history holds what was applied before the deletion, only that
+    assert {r["text"] for r in await p.pg_chunks("h.md")} == {"# H\nfirst version\n"}
+    recreated = p.publish(p.change("h.md", 4, "# H\nback again\n"))
+    await p.wait_processed(recreated)
+    current = [r for r in await p.pg_chunks("h.md") if r["superseded_at"] is None]
+    assert [r["text"] for r in current] == ["# H\nback again\n"]
+    await p.assert_sinks_agree()
