@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck check schemas bench bench-purge bench-emission eval-readpath clean up
+.PHONY: demo test lint typecheck check schemas bench bench-purge bench-emission bench-throughput eval-readpath clean up
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,9 @@ bench: $(STAMP)
 
 bench-purge: $(STAMP)
 	$(BIN)/python bench/purge_latency.py
+
+bench-throughput: $(STAMP)
+	$(BIN)/python bench/throughput.py
 
 bench-emission: $(STAMP)
 	$(BIN)/python bench/emission.py

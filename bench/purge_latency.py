@@ -1,23 +1,36 @@
-"""Purge latency under load: from a tombstone's production to the last sink's verified removal.
+"""Purge latency under open-loop update load, at fixed fractions of measured capacity.
 
-Starts its own embedded stack, indexes a corpus, keeps a steady background load of updates
-going, deletes documents one by one, and reads each purge receipt's `purged_at` (written
-after every sink was read back empty). Prints p50 / p95 / p99 and the load. Not a test:
-run it with `make bench-purge`. Target: p99 <= OpenSearch refresh interval (1 s) + 2 s.
+Starts its own embedded stack and an indexer + purger process (`govindex worker`, the
+production entry point). First measures capacity: how many updates per second the indexer
+drains from a pre-loaded backlog. Then, each scenario on the same stack:
+
+  A. updates sent open-loop at 50 % of capacity, deletions at a steady rate;
+  B. a backlog of 10,000 updates queued, then updates at 200 % of capacity (the backlog
+     only grows), deletions at the same steady rate.
+
+A deletion's latency runs from its production to the purge receipt, written after every
+sink was read back empty. Targets (issue 11): p99 <= refresh interval (1 s) + 2 s in A,
+and B's p99 at most 1 s above A's: deletions never wait behind updates.
+Not a test: `make bench-purge`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from govindex.adapters.kafka import KafkaEventPublisher
+from govindex.adapters.kafka_async import AsyncKafkaPublisher
+from govindex.adapters.postgres.pool import migrate
 from govindex.core import events
-from govindex.core.envelope import encode_document_event
+from govindex.core.envelope import KafkaRecord, encode_document_event
 from govindex.core.events import DocumentChanged, DocumentDeleted
 from govindex.core.hashing import sha256_hex
 from govindex.core.logs import configure_logging
@@ -26,10 +39,15 @@ from govindex.core.settings import Settings
 from govindex.devstack.embedded import EmbeddedStack
 from govindex.runtime.bootstrap import prepare
 from govindex.runtime.composition import Runtime
-from govindex.runtime.workers import Workers
 
-DOCS, DELETES, DELETE_EVERY_S = 400, 120, 0.25
+DOCS = 1000  # updated over and over
+VICTIMS = 600  # deleted, 1 000 000 + n: never updated
+CAPACITY_BACKLOG = 3000
+BACKLOG = 10_000
+DELETES_PER_S = 4.0
+SCENARIO_S = 40.0
 TENANT, SOURCE = "bench", "bench-docs"
+REFRESH_S = 1.0
 
 
 def text(doc: int, version: int) -> str:
@@ -37,7 +55,7 @@ def text(doc: int, version: int) -> str:
     return f"# Doc {doc}\n\n## Section\n\n{body}\n\n## Steps\n\n1. First.\n2. Second v{version}.\n"
 
 
-def change(doc: int, seq: int) -> object:
+def change(doc: int, seq: int) -> KafkaRecord:
     t = text(doc, seq)
     return encode_document_event(
         events.DOCUMENT_UPDATED if seq > 1 else events.DOCUMENT_CREATED,
@@ -55,125 +73,212 @@ def change(doc: int, seq: int) -> object:
     )
 
 
-# Long: one benchmark run reads top to bottom (stack, load, deletions, figures).
-async def run(update_rate: float) -> None:
+def deletion(doc: int) -> KafkaRecord:
+    payload = DocumentDeleted(
+        tenant_id=TENANT,
+        source_id=SOURCE,
+        doc_id=f"d{doc}.md",
+        source_version="bench-delete",
+        sequence=2,
+        deleted_at=datetime.now(UTC),
+    )
+    return encode_document_event(events.DOCUMENT_DELETED, payload, op="deleted")
+
+
+class Load:
+    """Sequences per document, so every update is a new version."""
+
+    def __init__(self) -> None:
+        self.sequences = dict.fromkeys(range(DOCS), 1)
+        self.k = 0
+
+    def next_update(self) -> KafkaRecord:
+        doc = self.k % DOCS
+        self.k += 1
+        self.sequences[doc] += 1
+        return change(doc, self.sequences[doc])
+
+
+async def count(rt: Runtime, sql: str) -> int:
+    async with rt.pool.connection() as conn:
+        cur = await conn.execute(sql)  # type: ignore[arg-type]
+        row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+async def wait_for(rt: Runtime, sql: str, want: int, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while await count(rt, sql) < want:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{sql!r} did not reach {want}")
+        await asyncio.sleep(0.2)
+
+
+APPLIED = "SELECT count(*) FROM processed_events WHERE consumer = 'indexer'"
+
+
+async def capacity(rt: Runtime, publisher: AsyncKafkaPublisher, load: Load) -> float:
+    """Updates/s the indexer drains from a backlog (deletions idle)."""
+    before = await count(rt, APPLIED)
+    records = [load.next_update() for _ in range(CAPACITY_BACKLOG)]
+    await publisher.publish_many(rt.settings.topics.documents, records)
+    started = time.perf_counter()
+    await wait_for(rt, APPLIED, before + CAPACITY_BACKLOG)
+    return CAPACITY_BACKLOG / (time.perf_counter() - started)
+
+
+async def scenario(
+    rt: Runtime,
+    publisher: AsyncKafkaPublisher,
+    load: Load,
+    *,
+    rate: float,
+    backlog: int,
+    victims: range,
+) -> list[float]:
+    """Open loop: updates at `rate`, deletions at DELETES_PER_S, for SCENARIO_S seconds;
+    returns each deletion's latency to its verified receipt, in seconds."""
+    topics = rt.settings.topics
+    if backlog:
+        for start in range(0, backlog, 1000):
+            batch = [load.next_update() for _ in range(min(1000, backlog - start))]
+            await publisher.publish_many(topics.documents, batch)
+    produced: dict[str, float] = {}
+    started = time.monotonic()
+    sent_updates = 0
+    pending = iter(victims)
+    next_delete = started
+    while (now := time.monotonic()) - started < SCENARIO_S:
+        due = int((now - started) * rate) - sent_updates
+        if due > 0:
+            await publisher.publish_many(topics.documents, [load.next_update() for _ in range(due)])
+            sent_updates += due
+        if now >= next_delete:
+            doc = next(pending)
+            produced[f"d{doc}.md"] = time.time()
+            await publisher.publish(topics.deletions, deletion(doc))
+            next_delete += 1 / DELETES_PER_S
+        await asyncio.sleep(0.02)
+    deadline = time.monotonic() + 600
+    while True:
+        async with rt.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT doc_id, receipt->>'purged_at' FROM purge_receipts WHERE doc_id = ANY(%s)",
+                (list(produced),),
+            )
+            rows = await cur.fetchall()
+        if len(rows) >= len(produced) or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.2)
+    lag = await count(rt, APPLIED)
+    print(f"    updates sent {sent_updates} (+{backlog} backlog); indexer applied so far {lag}")
+    return sorted(
+        datetime.fromisoformat(purged.replace("Z", "+00:00")).timestamp() - produced[doc]
+        for doc, purged in rows
+    )
+
+
+def report(name: str, latencies: list[float]) -> float:
+    q = statistics.quantiles(latencies, n=100)
+    print(
+        f"  {name}: {len(latencies)} purges  p50 {q[49] * 1000:6.0f} ms  "
+        f"p95 {q[94] * 1000:6.0f} ms  p99 {q[98] * 1000:6.0f} ms  "
+        f"max {latencies[-1] * 1000:6.0f} ms",
+        flush=True,
+    )
+    return q[98]
+
+
+def start_worker(settings: Settings, log: Path) -> subprocess.Popen[bytes]:
+    """The production entry point: indexer (both lanes), purger and relay in one process."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "govindex.cli.main", "worker", "indexer", "purger"],
+        env={
+            **os.environ,
+            "GOVINDEX_PG_DSN": settings.pg_dsn or "",
+            "GOVINDEX_KAFKA_BOOTSTRAP": settings.kafka_bootstrap or "",
+            "GOVINDEX_OPENSEARCH_URL": settings.opensearch_url or "",
+            "GOVINDEX_NAMESPACE": settings.namespace,
+        },
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+async def main() -> None:
     configure_logging(level="WARNING", json_output=True)
     root = Path(tempfile.mkdtemp(prefix="govindex-bench-"))
-    stack = EmbeddedStack(root / "state", namespace="bench", durable=False)
-    settings = Settings(state_dir=root / "state").model_copy(update=stack.start())
-    assert settings.pg_dsn and settings.kafka_bootstrap
+    stack = EmbeddedStack(root / "state", namespace="bench", durable=True)
+    worker: subprocess.Popen[bytes] | None = None
     try:
+        settings = Settings(state_dir=root / "state").model_copy(update=stack.start())
+        assert settings.pg_dsn and settings.kafka_bootstrap
+        await migrate(settings.pg_dsn)
         await prepare(settings)
-        rt = await Runtime(settings).__aenter__()
-        pool = rt.pool
-        await rt.registry.register(
-            SourceManifest.model_validate(
-                {
-                    "source_id": SOURCE,
-                    "tenant": TENANT,
-                    "source_type": "folder",
-                    "owner_team": "bench",
-                    "classification": "internal",
-                    "default_acl": ["group:b"],
-                    "allowed_purposes": ["bench"],
-                    "trust_level": "authoritative",
-                }
+        worker = start_worker(settings, root / "worker.log")
+        publisher = AsyncKafkaPublisher(settings.kafka_bootstrap)
+        await publisher.start()
+        async with Runtime(settings) as rt:
+            await rt.registry.register(
+                SourceManifest.model_validate(
+                    {
+                        "source_id": SOURCE,
+                        "tenant": TENANT,
+                        "source_type": "folder",
+                        "owner_team": "bench",
+                        "classification": "internal",
+                        "default_acl": ["group:b"],
+                        "allowed_purposes": ["bench"],
+                        "trust_level": "authoritative",
+                    }
+                )
             )
-        )
-        workers = Workers(rt)
-        await workers.start()
-        producer = KafkaEventPublisher(settings.kafka_bootstrap)
-        topic = settings.topics.documents
-        for doc in range(DOCS):
-            producer.publish(topic, change(doc, 1))  # type: ignore[arg-type]
-        producer.flush()
-        await _wait(pool, "SELECT count(*) FROM documents WHERE state = 'active'", DOCS)
-        print(f"indexed {DOCS} documents; starting the load")
-
-        sequences = dict.fromkeys(range(DOCS), 1)
-        updates = 0
-        stop = asyncio.Event()
-        victims = list(range(DELETES))  # deleted in order; the rest take the update load
-
-        async def background() -> None:
-            nonlocal updates
-            interval = 1 / update_rate
-            k = 0
-            while not stop.is_set():
-                doc = DELETES + k % (DOCS - DELETES)
-                k += 1
-                sequences[doc] += 1
-                producer.publish(topic, change(doc, sequences[doc]))  # type: ignore[arg-type]
-                producer.flush()
-                updates += 1
-                await asyncio.sleep(interval)
-
-        load = asyncio.create_task(background())
-        produced: dict[str, float] = {}
-        started = time.monotonic()
-        for doc in victims:
-            payload = DocumentDeleted(
-                tenant_id=TENANT,
-                source_id=SOURCE,
-                doc_id=f"d{doc}.md",
-                source_version="bench-delete",
-                sequence=2,
-                deleted_at=datetime.now(UTC),
+            victims = [change(1_000_000 + n, 1) for n in range(2 * VICTIMS)]
+            first = [change(doc, 1) for doc in range(DOCS)]
+            await publisher.publish_many(settings.topics.documents, victims + first)
+            await wait_for(rt, APPLIED, len(victims) + len(first))
+            load = Load()
+            cap = await capacity(rt, publisher, load)
+            print(f"capacity: {cap:.0f} updates/s (backlog of {CAPACITY_BACKLOG} drained)")
+            await wait_for(rt, APPLIED, len(victims) + len(first) + CAPACITY_BACKLOG)
+            print(f"A. 50 % of capacity ({cap / 2:.0f} updates/s), {DELETES_PER_S:g} deletes/s:")
+            a = await scenario(
+                rt,
+                publisher,
+                load,
+                rate=cap / 2,
+                backlog=0,
+                victims=range(1_000_000, 1_000_000 + VICTIMS),
             )
-            producer.publish(
-                topic, encode_document_event(events.DOCUMENT_DELETED, payload, op="deleted")
+            p99_a = report("A", a)
+            print(
+                f"B. backlog of {BACKLOG} updates, then 200 % of capacity "
+                f"({cap * 2:.0f} updates/s), {DELETES_PER_S:g} deletes/s:"
             )
-            producer.flush()
-            produced[f"d{doc}.md"] = time.time()
-            await asyncio.sleep(DELETE_EVERY_S)
-        await _wait(pool, "SELECT count(*) FROM purge_receipts", DELETES, timeout=120)
-        elapsed = time.monotonic() - started
-        stop.set()
-        await load
-        async with pool.connection() as conn:
-            cur = await conn.execute("SELECT doc_id, receipt->>'purged_at' FROM purge_receipts")
-            rows = await cur.fetchall()
-        latencies = sorted(
-            datetime.fromisoformat(purged.replace("Z", "+00:00")).timestamp() - produced[doc]
-            for doc, purged in rows
-        )
-        q = statistics.quantiles(latencies, n=100)
-        print(
-            f"load: {updates / elapsed:.1f} updates/s in the background, "
-            f"{DELETES / elapsed:.1f} deletes/s, {DOCS} documents, 2 cores"
-        )
-        print(f"tombstone produced -> every sink verified empty ({len(latencies)} purges):")
-        print(
-            f"  p50 {q[49] * 1000:7.0f} ms\n  p95 {q[94] * 1000:7.0f} ms\n"
-            f"  p99 {q[98] * 1000:7.0f} ms\n  max {latencies[-1] * 1000:7.0f} ms"
-        )
-        print(
-            f"target p99 <= refresh interval (1 s) + 2 s = 3000 ms: "
-            f"{'met' if q[98] <= 3.0 else 'NOT met'}"
-        )
-        producer.close()
-        await workers.stop()
-        await rt.__aexit__(None, None, None)
+            b = await scenario(
+                rt,
+                publisher,
+                load,
+                rate=cap * 2,
+                backlog=BACKLOG,
+                victims=range(1_000_000 + VICTIMS, 1_000_000 + 2 * VICTIMS),
+            )
+            p99_b = report("B", b)
+            target = REFRESH_S + 2
+            print(
+                f"targets: A p99 {p99_a:.2f} s <= {target:.0f} s: "
+                f"{'met' if p99_a <= target else 'NOT met'}; "
+                f"B p99 - A p99 = {p99_b - p99_a:+.2f} s <= 1 s: "
+                f"{'met' if p99_b - p99_a <= 1 else 'NOT met'}"
+            )
+        await publisher.stop()
     finally:
+        if worker is not None:
+            worker.terminate()
+            worker.wait(timeout=60)
         stack.stop()
-
-
-async def _wait(pool: object, sql: str, want: int, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        async with pool.connection() as conn:  # type: ignore[attr-defined]
-            cur = await conn.execute(sql)
-            row = await cur.fetchone()
-        if row and row[0] >= want:
-            return
-        await asyncio.sleep(0.2)
-    raise TimeoutError(f"{sql!r} did not reach {want}")
+        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    import sys
-
-    # Background update rates to measure under, each on a fresh stack (default: 10 and 35/s).
-    for rate in [float(a) for a in sys.argv[1:]] or [10.0, 35.0]:
-        print(f"\n=== background load: {rate:g} updates/s requested ===")
-        asyncio.run(run(rate))
+    asyncio.run(main())

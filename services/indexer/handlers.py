@@ -8,6 +8,7 @@ written after the commit, from what Postgres now holds.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -150,7 +151,8 @@ async def index_batch(envelopes: Sequence[Envelope], ports: IndexerPorts) -> lis
             items.append(await _prepare(position, envelope, ports, now))
         except PermanentError as error:
             results[position] = error
-    _embed(items, ports)
+        await asyncio.sleep(0)  # parsing is CPU: let the deletion lane in between events
+    await asyncio.to_thread(_embed, items, ports)
     for position, applied in (await _apply_bisecting(items, ports)).items():
         results[position] = applied
     await _project(items, results, ports)

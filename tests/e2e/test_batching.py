@@ -39,9 +39,10 @@ async def _count(p: Pipeline, query: str, *params: Any) -> int:
     return int(row[0]) if row else 0
 
 
-async def test_a_poison_event_inside_a_batch_is_dead_lettered_alone(pipeline: Pipeline) -> None:
-    p = pipeline
-    await p.stop_workers()  # everything on the topic first: one batch per partition
+async def test_a_poison_event_inside_a_batch_is_dead_lettered_alone(
+    idle_pipeline: Pipeline,
+) -> None:
+    p = idle_pipeline  # everything on the topic before the workers start: one batch each
     healthy = [p.change(f"h{i}.md", 1, f"# H{i}\nfine text {i}\n") for i in range(12)]
     poison = p.change("poison.md", 1, "# P\nPostgres cannot store a \x00 byte in text\n")
     p.publish(*healthy[:6], poison, *healthy[6:])
@@ -68,21 +69,19 @@ def _dead_letters(p: Pipeline) -> Any:
 
 
 @pytest.fixture
-async def faulty(pipeline: Pipeline) -> AsyncIterator[FaultyOpenSearch]:
-    assert pipeline.settings.opensearch_url
-    proxy = FaultyOpenSearch(pipeline.settings.opensearch_url)
+async def faulty(idle_pipeline: Pipeline) -> AsyncIterator[FaultyOpenSearch]:
+    assert idle_pipeline.settings.opensearch_url
+    proxy = FaultyOpenSearch(idle_pipeline.settings.opensearch_url)
     await proxy.start()
     yield proxy
     await proxy.stop()
 
 
-@pytest.mark.parametrize("status", [429, 503])
 async def test_opensearch_busy_is_retried_from_postgres_and_never_undoes_a_purge(
-    pipeline: Pipeline, faulty: FaultyOpenSearch, status: int
+    idle_pipeline: Pipeline, faulty: FaultyOpenSearch
 ) -> None:
-    p = pipeline
-    await p.stop_workers()
-    faulty.fail(status)
+    p = idle_pipeline
+    faulty.fail(429)
     async with Runtime(p.settings.model_copy(update={"opensearch_url": faulty.url})) as rt:
         workers = Workers(rt, run=("indexer", "purger"))
         await workers.start()
@@ -92,7 +91,9 @@ async def test_opensearch_busy_is_retried_from_postgres_and_never_undoes_a_purge
                 p.change("gone.md", 1, "# Gone\nwords that must not come back\n"),
             )
             await p.wait_processed(ids)  # Postgres holds both ...
-            await until(_refused(faulty), lambda n: n >= 2, 60, "bulk retries")
+            await until(_refused(faulty), lambda n: n >= 2, 60, "bulk retries (429)")
+            faulty.fail(503)
+            await until(_refused(faulty), lambda n: n >= 4, 60, "bulk retries (503)")
             assert p.os_chunks() == []  # ... OpenSearch nothing: its bulks are refused
             # Meanwhile the deletion lane purges one of them (deletes pass the fault).
             p.publish(p.deletion("gone.md", 2), topic=p.settings.topics.deletions)
@@ -134,12 +135,11 @@ def _worker(p: Pipeline, log: Path, **env: str) -> subprocess.Popen[bytes]:
 
 @pytest.mark.parametrize("kill_at", [1, 150])
 async def test_an_indexer_killed_mid_batch_loses_nothing_and_applies_nothing_twice(
-    pipeline: Pipeline, tmp_path: Path, kill_at: int
+    idle_pipeline: Pipeline, tmp_path: Path, kill_at: int
 ) -> None:
     """SIGKILL once `kill_at` events are committed in Postgres: the first batch's commit
     (its projection and offsets not done yet), or in the middle of the load."""
-    p = pipeline
-    await p.stop_workers()
+    p = idle_pipeline
     ids = p.publish(
         *[p.change(f"k{i:03d}.md", 1, f"# K{i}\nbody {i}\n## Part\nmore {i}\n") for i in range(300)]
     )
@@ -175,9 +175,9 @@ async def test_an_indexer_killed_mid_batch_loses_nothing_and_applies_nothing_twi
 
 
 @pytest.fixture
-async def pg_proxy(pipeline: Pipeline) -> AsyncIterator[CuttableProxy]:
-    assert pipeline.settings.pg_dsn
-    url = urlparse(pipeline.settings.pg_dsn)
+async def pg_proxy(idle_pipeline: Pipeline) -> AsyncIterator[CuttableProxy]:
+    assert idle_pipeline.settings.pg_dsn
+    url = urlparse(idle_pipeline.settings.pg_dsn)
     assert url.hostname and url.port
     proxy = CuttableProxy(url.hostname, url.port)
     await proxy.start()
@@ -186,12 +186,11 @@ async def pg_proxy(pipeline: Pipeline) -> AsyncIterator[CuttableProxy]:
 
 
 async def test_postgres_dropping_every_connection_mid_load_is_waited_out(
-    pipeline: Pipeline, pg_proxy: CuttableProxy
+    idle_pipeline: Pipeline, pg_proxy: CuttableProxy
 ) -> None:
     """What a Postgres restart looks like to the workers: every connection dropped, new
     ones refused for a while, then back. Batches retry; nothing is lost or doubled."""
-    p = pipeline
-    await p.stop_workers()
+    p = idle_pipeline
     assert p.settings.pg_dsn
     url = urlparse(p.settings.pg_dsn)
     dsn = url._replace(netloc=f"{url.username}@127.0.0.1:{pg_proxy.port}").geturl()
@@ -220,10 +219,9 @@ async def test_postgres_dropping_every_connection_mid_load_is_waited_out(
 
 
 async def test_a_delete_racing_its_own_create_in_the_two_lanes_leaves_nothing(
-    pipeline: Pipeline,
+    idle_pipeline: Pipeline,
 ) -> None:
-    p = pipeline
-    await p.stop_workers()  # both on their topics before either lane runs
+    p = idle_pipeline  # both on their topics before either lane runs
     deletions = p.settings.topics.deletions
     created = p.publish(
         p.change("race-a.md", 1, "# A\nraced text a\n"), p.change("race-b.md", 1, "# B\nb\n")

@@ -77,9 +77,9 @@ class Cdc:
 
 
 async def test_row_inserts_updates_deletes_and_truncate_become_document_changes(
-    pipeline: Pipeline,
+    idle_pipeline: Pipeline,
 ) -> None:
-    p = pipeline
+    p = idle_pipeline
     source, topic = f"cdc-{p.tenant}", f"{p.settings.namespace}.dbserver1.public.runbooks"
     assert p.settings.kafka_bootstrap
     ensure_topics(p.settings.kafka_bootstrap, [topic], 2)
@@ -98,7 +98,6 @@ async def test_row_inserts_updates_deletes_and_truncate_become_document_changes(
             "metadata_columns": ["owner"],
         },
     )
-    await p.stop_workers()
     await p.start_workers()  # the CDC worker subscribes to the topics of registered sources
     cdc = Cdc(p, topic)
     try:

@@ -20,9 +20,9 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-async def proxy(pipeline: Pipeline) -> AsyncIterator[CuttableProxy]:
-    assert pipeline.settings.opensearch_url
-    url = urlparse(pipeline.settings.opensearch_url)
+async def proxy(idle_pipeline: Pipeline) -> AsyncIterator[CuttableProxy]:
+    assert idle_pipeline.settings.opensearch_url
+    url = urlparse(idle_pipeline.settings.opensearch_url)
     assert url.hostname and url.port
     p = CuttableProxy(url.hostname, url.port)
     await p.start()
@@ -47,10 +47,9 @@ def _worker(p: Pipeline, opensearch_url: str, log: Path) -> subprocess.Popen[byt
 
 
 async def test_indexer_killed_between_postgres_write_and_offset_commit_recovers_exactly(
-    pipeline: Pipeline, proxy: CuttableProxy, tmp_path: Path
+    idle_pipeline: Pipeline, proxy: CuttableProxy, tmp_path: Path
 ) -> None:
-    p = pipeline
-    await p.stop_workers()  # the in-process workers would take the messages first
+    p = idle_pipeline  # no in-process workers: they would take the messages first
     log = tmp_path / "worker.log"
     worker = _worker(p, f"http://127.0.0.1:{proxy.port}", log)
     try:

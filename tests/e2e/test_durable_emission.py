@@ -100,10 +100,9 @@ async def test_after_a_purge_no_record_on_any_topic_reveals_the_deleted_text(
 
 # Long: a running stack, its broker's log lost, and the pending events coming back.
 async def test_pending_events_are_republished_when_the_broker_lost_its_log(
-    pipeline: Pipeline, tmp_path: Path
+    idle_pipeline: Pipeline, tmp_path: Path
 ) -> None:
-    p = pipeline
-    await p.stop_workers()
+    p = idle_pipeline
     source = f"folder-{p.tenant}"
     await p.register(source_id=source, source_type="folder")
     folder = tmp_path / "docs"

@@ -77,11 +77,14 @@ def pool(runtime: Runtime) -> AsyncConnectionPool:
 
 
 @asynccontextmanager
-async def _own_pipeline(settings: Settings, runtime: Runtime) -> AsyncIterator[Pipeline]:
+async def _own_pipeline(
+    settings: Settings, runtime: Runtime, *, workers: bool = True
+) -> AsyncIterator[Pipeline]:
     await prepare(settings)
     p = Pipeline(runtime, tenant=f"tenant-{uuid.uuid4().hex[:8]}")
     await p.register()
-    await p.start_workers()
+    if workers:
+        await p.start_workers()
     try:
         yield p
     finally:
@@ -101,6 +104,15 @@ async def isolated_pipeline(settings: Settings, runtime: Runtime) -> AsyncIterat
     """The same, under a name a module that shares a pipeline (below) cannot shadow: for a
     test that stops or reconfigures its workers."""
     async with _own_pipeline(settings, runtime) as p:
+        yield p
+
+
+@pytest.fixture
+async def idle_pipeline(settings: Settings, runtime: Runtime) -> AsyncIterator[Pipeline]:
+    """Prepared namespace and registered source, no workers yet: for a test that loads the
+    topics first, or runs workers of its own (a consumer group that a member just left is
+    slow to rejoin on the embedded broker; a fresh one is not)."""
+    async with _own_pipeline(settings, runtime, workers=False) as p:
         yield p
 
 

@@ -239,6 +239,8 @@ def read_topic(bootstrap: str, topic: str, timeout_ms: int = 3000) -> list[Any]:
     try:
         parts = consumer.partitions_for_topic(topic) or set()
         tps = [TopicPartition(topic, p) for p in parts]
+        if not tps or not any(consumer.end_offsets(tps).values()):
+            return []  # empty: no need to wait out a poll
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
         records: list[Any] = []
