@@ -45,7 +45,7 @@ VICTIMS = 600  # deleted, 1 000 000 + n: never updated
 CAPACITY_BACKLOG = 3000
 BACKLOG = 10_000
 DELETES_PER_S = 4.0
-SCENARIO_S = 40.0
+SCENARIO_S = float(os.environ.get("BENCH_SCENARIO_S", "40"))
 TENANT, SOURCE = "bench", "bench-docs"
 REFRESH_S = 1.0
 
@@ -273,10 +273,15 @@ async def main() -> None:
             )
         await publisher.stop()
     finally:
-        if worker is not None:
+        if worker is not None:  # it finishes its in-flight batches; the backlog is dropped
             worker.terminate()
-            worker.wait(timeout=60)
+            try:
+                worker.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                worker.kill()
         stack.stop()
+        if os.environ.get("BENCH_WORKER_LOG"):
+            shutil.copy(root / "worker.log", os.environ["BENCH_WORKER_LOG"])
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -128,7 +128,9 @@ class _Item:
         return DocumentKey(payload.tenant_id, payload.source_id, payload.doc_id)
 
 
-async def index_batch(envelopes: Sequence[Envelope], ports: IndexerPorts) -> list[BatchResult]:
+async def index_batch(
+    envelopes: Sequence[Envelope], ports: IndexerPorts, *, purging_now: bool = False
+) -> list[BatchResult]:
     """Apply a batch of document events: Postgres first, then OpenSearch (DESIGN §5.3).
 
     Parsing, chunking, stamping and embedding happen before the transaction; then one
@@ -142,6 +144,9 @@ async def index_batch(envelopes: Sequence[Envelope], ports: IndexerPorts) -> lis
     Idempotent: a duplicate or stale event changes nothing in Postgres, and the projection
     re-reads what Postgres holds for each event, so a redelivery after a crash between the
     two sinks completes the projection.
+
+    `purging_now`: the caller (the deletion lane) purges every sink right after, so the
+    chunks of a purge-mode tombstone are not projected first only to be deleted.
     """
     now = ports.clock()
     results: list[BatchResult | None] = [None] * len(envelopes)
@@ -155,7 +160,7 @@ async def index_batch(envelopes: Sequence[Envelope], ports: IndexerPorts) -> lis
     await asyncio.to_thread(_embed, items, ports)
     for position, applied in (await _apply_bisecting(items, ports)).items():
         results[position] = applied
-    await _project(items, results, ports)
+    await _project([it for it in items if not (purging_now and _purged_next(it))], results, ports)
     for item in items:
         result = results[item.position]
         log.info(
@@ -300,6 +305,14 @@ async def _apply(items: list[_Item], ports: IndexerPorts) -> dict[int, ApplyResu
         if reshaped:  # before the commit: once it is seen, it is done
             await _evict_answers(ports, reshaped)
     return results
+
+
+def _purged_next(item: _Item) -> bool:
+    plan = item.plan
+    return (
+        isinstance(plan, TombstonePlan)
+        and plan.deletion_mode == DeletionMode.TOMBSTONE_AND_PURGE.value
+    )
 
 
 async def _project(

@@ -120,6 +120,9 @@ async def purge_batch(
         ]
         removed = await ports.index.delete_documents(targets)
         remaining = await ports.index.count_documents(targets)
+        if any(remaining):  # ids the tombstone did not know: sweep by query, read again
+            await ports.index.sweep_documents(targets)
+            remaining = await ports.index.count_documents(targets)
         in_index = {w[0]: (r, left) for w, r, left in zip(purging, removed, remaining, strict=True)}
         stuck = {i: (in_postgres[i][2], in_index[i][1]) for i in in_postgres}
         stuck = {i: left for i, left in stuck.items() if any(left)}

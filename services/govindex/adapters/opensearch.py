@@ -274,23 +274,14 @@ class OpenSearchIndex:
         return removed
 
     async def delete_documents(self, targets: Sequence[PurgeTarget]) -> list[int]:
-        """Purge a batch of documents from every generation: one bulk of versioned deletes,
-        one delete-by-query sweep and one refresh for the whole batch (a refresh per
-        document is what makes purging one at a time slow). Returns, per target, the
-        entries its known chunk ids removed; the sweep catches any others."""
+        """Purge a batch of documents' known chunks from every generation: one bulk of
+        versioned deletes per generation, refreshed at once (no refresh per document).
+        Returns, per target, the entries removed. `sweep_documents` removes the rest,
+        should the read-back find any."""
         removed = [0] * len(targets)
-        if not targets:
-            return removed
-        sweep = {
-            "bool": {
-                "should": [
-                    self._doc_query(t.tenant_id, t.source_id, t.doc_id, t.up_to_sequence)
-                    for t in targets
-                ],
-                "minimum_should_match": 1,
-            }
-        }
         owners = [n for n, t in enumerate(targets) for _ in t.chunk_ids]
+        if not owners:
+            return removed
         for index in await self.generations():
             lines: list[dict[str, Any]] = [
                 {
@@ -305,24 +296,42 @@ class OpenSearchIndex:
                 for cid in t.chunk_ids
             ]
             try:
-                if lines:
-                    response = await self._client.bulk(body=lines)
-                    for owner, item in zip(owners, response.get("items", []), strict=False):
-                        if item.get("delete", {}).get("result") == "deleted":
-                            removed[owner] += 1
-                swept = await self._client.delete_by_query(
-                    index=index, body={"query": sweep}, params={"conflicts": "proceed"}
-                )
+                response = await self._client.bulk(body=lines, params={"refresh": "true"})
             except Exception as exc:
                 raise _translate(exc, "purge") from exc
-            if int(swept.get("deleted", 0)):
-                log.info("purge.swept", index=index, deleted=int(swept["deleted"]))
-        await self.refresh()
+            for owner, item in zip(owners, response.get("items", []), strict=False):
+                if item.get("delete", {}).get("result") == "deleted":
+                    removed[owner] += 1
         return removed
 
+    async def sweep_documents(self, targets: Sequence[PurgeTarget]) -> int:
+        """Delete-by-query whatever any generation still holds of the targets."""
+        if not targets:
+            return 0
+        sweep = {
+            "bool": {
+                "should": [
+                    self._doc_query(t.tenant_id, t.source_id, t.doc_id, t.up_to_sequence)
+                    for t in targets
+                ],
+                "minimum_should_match": 1,
+            }
+        }
+        try:
+            swept = await self._client.delete_by_query(
+                index=self.pattern,
+                body={"query": sweep},
+                params={"refresh": "true", "conflicts": "proceed"},
+            )
+        except os_exc.NotFoundError:
+            return 0
+        except Exception as exc:
+            raise _translate(exc, "purge sweep") from exc
+        return int(swept.get("deleted", 0))
+
     async def count_documents(self, targets: Sequence[PurgeTarget]) -> list[int]:
-        """Read-back after `delete_documents` (which refreshed): what each target still
-        has in any generation. One count for the batch; per target only if any is left."""
+        """Read-back after a purge (which refreshed): what each target still has in any
+        generation. One count for the batch; per target only if any is left."""
         if not targets:
             return []
         queries = [

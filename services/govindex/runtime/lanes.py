@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -46,6 +47,7 @@ def batch_processor(
     to dead-letter; it raises TransientError when nothing of the batch was decided."""
 
     async def on_batch(deliveries: Sequence[Delivery]) -> None:
+        started = time.monotonic()
         failed: dict[int, PermanentError] = {}
         decoded: list[tuple[int, Envelope]] = []
         for i, delivery in enumerate(deliveries):
@@ -58,6 +60,14 @@ def batch_processor(
             if isinstance(result, PermanentError):
                 failed[i] = result
         envelopes = dict(decoded)
+        log.info(
+            "batch.applied",
+            consumer=consumer,
+            partition=deliveries[0].partition if deliveries else None,
+            events=len(deliveries),
+            failed=len(failed),
+            seconds=round(time.monotonic() - started, 3),
+        )
         for i, reason in sorted(failed.items()):
             await _dead_letter(
                 deliveries[i],
