@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -98,6 +99,66 @@ class ChunkStoreContract:
         async with store.transaction() as tx:
             assert not await tx.claim("indexer", event)
             assert await tx.claim("purger", event)  # claims are per consumer
+
+    async def test_a_batch_claims_each_event_id_once(self, store: ChunkStore) -> None:
+        a, b = unique("event"), unique("event")
+        async with store.transaction() as tx:
+            assert await tx.claim_all("indexer", [a, b, a]) == {a, b}
+        async with store.transaction() as tx:
+            assert await tx.claim_all("indexer", [a, b]) == set()
+
+    async def test_a_batch_of_versions_is_written_and_read_back_set_based(
+        self, store: ChunkStore, source: SourceManifest
+    ) -> None:
+        plans = [version_plan(source, f"batch-{n}.md", 1, TEXT) for n in range(3)]
+        async with store.transaction() as tx:
+            assert await tx.lock_all([p.key for p in plans]) == {}
+            results = await tx.insert_versions(plans)
+            await tx.mark_active_all(
+                [(p, r.version_id) for p, r in zip(plans, results, strict=True)]
+            )
+        async with store.transaction() as tx:
+            states = await tx.lock_all([p.key for p in plans])
+        assert {k: s.last_sequence for k, s in states.items()} == {p.key: 1 for p in plans}
+        written = await store.chunks_changed_by_many([(p.key, 1) for p in plans])
+        assert sorted(c.chunk_id for c in written) == sorted(
+            c.chunk_id for p in plans for c in p.chunks
+        )
+        ids = [c.chunk_id for c in written]
+        assert await store.chunks_present([*ids, "no-such-chunk"]) == set(ids)
+
+    async def test_the_documents_row_never_moves_backwards(
+        self, store: ChunkStore, source: SourceManifest
+    ) -> None:
+        newer, older = version_plan(source, "g.md", 5, OTHER), version_plan(source, "g.md", 3, TEXT)
+        async with store.transaction() as tx:
+            result = await tx.insert_version(newer)
+            await tx.mark_active(newer, result.version_id)
+        async with store.transaction() as tx:  # a writer that skipped the order guard
+            await tx.mark_active(older, older.version_id)
+        async with store.transaction() as tx:
+            held = await tx.lock(newer.key)
+        assert held is not None and held.last_sequence == 5
+        assert held.current_content_hash == newer.content_hash
+
+    async def test_a_document_without_a_row_is_locked_too(
+        self, store: ChunkStore, source: SourceManifest
+    ) -> None:
+        key = version_plan(source, "not-yet.md", 1, TEXT).key
+        order: list[str] = []
+
+        async def second() -> None:
+            async with store.transaction() as tx:
+                await tx.lock_all([key])
+                order.append("second")
+
+        async with store.transaction() as tx:
+            await tx.lock_all([key])
+            waiting = asyncio.create_task(second())
+            await asyncio.sleep(0.5)
+            order.append("first")
+        await waiting
+        assert order == ["first", "second"]  # the second waited for the first's commit
 
     async def test_a_new_version_is_current_and_readable(
         self, store: ChunkStore, source: SourceManifest
