@@ -121,11 +121,8 @@ class _Item:
 
     @property
     def key(self) -> DocumentKey:
-        return self.payload_key(self.payload)
-
-    @staticmethod
-    def payload_key(payload: DocumentChanged | DocumentDeleted) -> DocumentKey:
-        return DocumentKey(payload.tenant_id, payload.source_id, payload.doc_id)
+        p = self.payload
+        return DocumentKey(p.tenant_id, p.source_id, p.doc_id)
 
 
 async def index_batch(
@@ -256,8 +253,8 @@ async def _apply(items: list[_Item], ports: IndexerPorts) -> dict[int, ApplyResu
             batch = [q[round_] for q in by_key.values() if len(q) > round_]
             if round_:
                 states = await tx.states([it.key for it in batch])
-            inserts: list[_Item] = []
-            actives: list[tuple[VersionPlan, str | None]] = []
+            inserts: list[tuple[_Item, VersionPlan, tuple[str, ...]]] = []
+            applied: list[tuple[_Item, VersionPlan, ApplyResult]] = []
             for item in batch:
                 claimed = item.envelope.id in fresh
                 fresh.discard(item.envelope.id)  # a second copy in the batch is a duplicate
@@ -282,21 +279,16 @@ async def _apply(items: list[_Item], ports: IndexerPorts) -> dict[int, ApplyResu
                 if decision.lost_principals:
                     await tx.revoke_principals(plan.key, decision.lost_principals, plan.sequence)
                 if decision.keep_version is None:
-                    inserts.append(item)
+                    inserts.append((item, plan, decision.lost_principals))
                     continue
                 updated = await tx.update_metadata(plan, decision.keep_version)
-                results[item.position] = replace(updated, revoked=decision.lost_principals)
-                actives.append((plan, updated.version_id))
-            plans = [it.plan for it in inserts if isinstance(it.plan, VersionPlan)]
-            for item, inserted in zip(inserts, await tx.insert_versions(plans), strict=True):
-                assert isinstance(item.plan, VersionPlan) and item.incoming is not None
-                lost = decide_change(True, states.get(item.key), item.incoming).lost_principals
-                results[item.position] = replace(inserted, revoked=lost)
-                actives.append((item.plan, inserted.version_id))
-            await tx.mark_active_all(actives)
-            for plan, _ in actives:
-                item = next(it for it in batch if it.plan is plan)
-                result = results[item.position]
+                applied.append((item, plan, replace(updated, revoked=decision.lost_principals)))
+            written = await tx.insert_versions([plan for _, plan, _ in inserts])
+            for (item, plan, lost), inserted in zip(inserts, written, strict=True):
+                applied.append((item, plan, replace(inserted, revoked=lost)))
+            await tx.mark_active_all([(plan, result.version_id) for _, plan, result in applied])
+            for item, plan, result in applied:
+                results[item.position] = result
                 assert isinstance(item.payload, DocumentChanged)
                 messages += _announce_change(item.envelope, item.payload, result, ports, plan)
                 if _reshapes_answers(result):

@@ -13,6 +13,7 @@ from typing import Any
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker, KafkaMessage
 
+from govindex.adapters.kafka_lanes import delivery_of
 from govindex.core.envelope import Delivery
 
 OnDelivery = Callable[[Delivery], Awaitable[None]]
@@ -36,16 +37,7 @@ def subscribe(
 
     async def on_record(body: Any, msg: KafkaMessage) -> None:
         record: Any = msg.raw_message  # aiokafka ConsumerRecord (one record, not a batch)
-        await on_delivery(
-            Delivery(
-                topic=record.topic,
-                partition=record.partition,
-                offset=record.offset,
-                key=record.key,
-                value=record.value,
-                headers=list(record.headers or []),
-            )
-        )
+        await on_delivery(delivery_of(record))
 
     on_record.__name__ = f"on_{name}_record"
     broker.subscriber(

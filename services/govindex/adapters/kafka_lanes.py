@@ -171,7 +171,7 @@ class PartitionLanes:
             if not batch:
                 continue
             try:
-                await self._on_batch([_delivery(r) for r in batch])
+                await self._on_batch([delivery_of(r) for r in batch])
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a bug or a stop mid-retry: redeliver, never skip
@@ -234,7 +234,8 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
             self._lanes._open(tp)
 
 
-def _delivery(record: Any) -> Delivery:
+def delivery_of(record: Any) -> Delivery:
+    """An aiokafka ConsumerRecord as the Delivery every handler reads."""
     return Delivery(
         topic=record.topic,
         partition=record.partition,
