@@ -55,12 +55,12 @@ async def test_indexer_killed_between_postgres_write_and_offset_commit_recovers_
     try:
         first = p.publish(p.change("c.md", 1, "# C\none\n"))
         await p.wait_processed(first, timeout=180)
-        # Postgres commits before OpenSearch is written: cut only once the first event is
-        # in both, so the cut falls between the sinks of the second one.
-        for _ in range(600):
-            if {d["sequence"] for d in p.os_chunks("c.md")} == {1}:
-                break
-            await asyncio.sleep(0.1)
+        # Postgres commits before OpenSearch is written: cut only once the worker has had
+        # OpenSearch's answer for the first event (its offset is committed), so the cut falls
+        # between the sinks of the second one. Seeing the chunk in OpenSearch is not enough:
+        # the answer may still be on its way back, and the worker would retry the first batch.
+        await p.wait_committed(timeout=180)
+        assert {d["sequence"] for d in p.os_chunks("c.md")} == {1}
         await proxy.cut()  # OpenSearch now unreachable for the worker
         second = p.publish(p.change("c.md", 2, "# C\ntwo\n## More\nthree\n"))
         await p.wait_processed(second, timeout=180)  # Postgres has it ...
