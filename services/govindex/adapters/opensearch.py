@@ -6,7 +6,10 @@ index holds is a 409, which here means "already newer" and is not an error.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -81,13 +84,38 @@ def _translate(exc: Exception, what: str) -> Exception:
     return exc
 
 
+@dataclass(frozen=True)
+class BulkPolicy:
+    """How big one bulk request may be and how many a process keeps in flight.
+
+    A batch of 500 documents is thousands of chunks: sent as one request to a server that
+    takes a few hundred a second, it outlives any sane timeout and is sent again whole.
+    Requests of at most `max_chunks` chunks / `max_bytes` bytes, at most `concurrency`
+    at a time per process (every lane shares them), each with `timeout_s` to answer.
+    """
+
+    max_chunks: int = 1000
+    max_bytes: int = 8 * 1024 * 1024
+    concurrency: int = 2
+    timeout_s: float = 120.0
+
+
 class OpenSearchIndex:
     """The search projection of Postgres chunks; rebuildable at any time."""
 
-    def __init__(self, url: str, alias: str, *, refresh_interval: str = "1s") -> None:
+    def __init__(
+        self,
+        url: str,
+        alias: str,
+        *,
+        refresh_interval: str = "1s",
+        bulk: BulkPolicy | None = None,
+    ) -> None:
         self._client = AsyncOpenSearch(hosts=[url], timeout=30, max_retries=0)
         self.alias = alias
         self._refresh_interval = refresh_interval
+        self._bulk = bulk or BulkPolicy()
+        self._bulk_slots = asyncio.Semaphore(self._bulk.concurrency)
 
     @property
     def pattern(self) -> str:
@@ -193,11 +221,40 @@ class OpenSearchIndex:
         return await self._bulk_index(chunks, self.alias)
 
     async def _bulk_index(self, chunks: Sequence[Chunk], target: str) -> BulkResult:
-        if not chunks:
-            return BulkResult(0, {})
-        lines: list[dict[str, Any]] = []
+        """The chunks in bounded requests, one after another. A request that fails
+        transiently fails the call; whatever earlier requests wrote is re-sent with the
+        same external versions on the retry, where it is a 409, a no-op."""
+        taken, rejected = 0, dict[str, str]()
+        for body in self._bulk_bodies(chunks, target):
+            async with self._bulk_slots:
+                try:
+                    response = await self._client.bulk(
+                        body=body, request_timeout=self._bulk.timeout_s
+                    )
+                except Exception as exc:
+                    raise _translate(exc, "bulk index") from exc
+            for item in response.get("items", []):
+                result = item.get("index", {})
+                status = int(result.get("status", 500))
+                if status in (200, 201):
+                    taken += 1
+                elif status == 409:
+                    continue
+                elif status == 429 or status >= 500:
+                    raise TransientError(f"OpenSearch rejected a chunk write ({status}): {result}")
+                else:
+                    error = result.get("error")
+                    reason = error.get("reason") if isinstance(error, dict) else error
+                    rejected[str(result.get("_id"))] = f"{status}: {reason or result}"
+        return BulkResult(taken, rejected)
+
+    def _bulk_bodies(self, chunks: Sequence[Chunk], target: str) -> Iterator[bytes]:
+        """NDJSON bodies of at most max_chunks chunks and max_bytes bytes each (a single
+        chunk larger than max_bytes goes alone)."""
+        lines: list[bytes] = []
+        size = count = 0
         for chunk in chunks:
-            lines.append(
+            action = json.dumps(
                 {
                     "index": {
                         "_index": target,
@@ -206,27 +263,17 @@ class OpenSearchIndex:
                         "version_type": "external",
                     }
                 }
-            )
-            lines.append(chunk.model_dump(mode="json"))
-        try:
-            response = await self._client.bulk(body=lines)
-        except Exception as exc:
-            raise _translate(exc, "bulk index") from exc
-        taken, rejected = 0, {}
-        for item in response.get("items", []):
-            result = item.get("index", {})
-            status = int(result.get("status", 500))
-            if status in (200, 201):
-                taken += 1
-            elif status == 409:
-                continue
-            elif status == 429 or status >= 500:
-                raise TransientError(f"OpenSearch rejected a chunk write ({status}): {result}")
-            else:
-                error = result.get("error")
-                reason = error.get("reason") if isinstance(error, dict) else error
-                rejected[str(result.get("_id"))] = f"{status}: {reason or result}"
-        return BulkResult(taken, rejected)
+            ).encode()
+            source = chunk.model_dump_json().encode()
+            grows = len(action) + len(source) + 2
+            if count and (count >= self._bulk.max_chunks or size + grows > self._bulk.max_bytes):
+                yield b"\n".join(lines) + b"\n"
+                lines, size, count = [], 0, 0
+            lines += (action, source)
+            size += grows
+            count += 1
+        if lines:
+            yield b"\n".join(lines) + b"\n"
 
     async def delete_document(
         self,

@@ -87,6 +87,12 @@ class Settings(BaseSettings):
     batch_max_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     batch_linger_ms: int = Field(default=20, ge=0)
     lane_queue_events: int = Field(default=2000, ge=1)
+    # OpenSearch bulk requests: at most this many chunks and bytes each, this many in
+    # flight per process (all lanes share them), this long to answer.
+    bulk_max_chunks: int = Field(default=1000, ge=1)
+    bulk_max_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    bulk_concurrency: int = Field(default=2, ge=1)
+    bulk_timeout_s: float = Field(default=120.0, gt=0)
     # The read API (internal listener): bearer token -> tenants it may read and register
     # lineage for, e.g. GOVINDEX_READ_TOKENS='{"s3cret": ["acme"]}' ("*": every tenant).
     read_tokens: dict[str, list[str]] = Field(default_factory=dict)

@@ -17,7 +17,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from govindex.adapters.embedder import WordLlamaEmbedder
 from govindex.adapters.kafka_async import AsyncKafkaPublisher
-from govindex.adapters.opensearch import OpenSearchIndex
+from govindex.adapters.opensearch import BulkPolicy, OpenSearchIndex
 from govindex.adapters.postgres.deliveries import PostgresDeliveries
 from govindex.adapters.postgres.documents import PostgresChunkStore
 from govindex.adapters.postgres.generations import PostgresGenerations
@@ -106,7 +106,9 @@ class Runtime:
 
     @cached_property
     def index(self) -> OpenSearchIndex:
-        return OpenSearchIndex(self.servers.opensearch_url, self.settings.index_alias)
+        s = self.settings
+        bulk = BulkPolicy(s.bulk_max_chunks, s.bulk_max_bytes, s.bulk_concurrency, s.bulk_timeout_s)
+        return OpenSearchIndex(self.servers.opensearch_url, s.index_alias, bulk=bulk)
 
     @cached_property
     def cache(self) -> RedisTaggedCache | None:
