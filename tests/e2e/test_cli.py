@@ -247,7 +247,7 @@ def test_chunk_shows_how_a_file_is_cut_without_any_server(tmp_path: Path) -> Non
     doc = tmp_path / "run.md"
     doc.write_text("# Failover\n\nIntro.\n\n## Steps\n\n1. Freeze.\n2. Promote.\n")
     table = govindex(tmp_path, "chunk", str(doc)).stdout
-    assert "4 chunks by markdown@2.0.0" in table
+    assert "4 chunks by markdown@3.0.0" in table
     assert "#steps" in table and "step:2" in table
     records = [
         json.loads(line)

@@ -132,6 +132,61 @@ def test_markdown_tables_become_row_groups_that_carry_the_header() -> None:
     assert chunks[-1].kind is ChunkKind.PARAGRAPH and "After the table" in chunks[-1].text
 
 
+COMMONMARK = """\
+Intro before any heading.
+
+Setext section
+==============
+
+> # Quoted heading
+> stays inside the quote
+
+<div>
+# not a heading either
+</div>
+
+    # indented code, not a heading
+
+Sub
+---
+
+1. Build.
+   1. a nested step stays in step 1
+   - and so does a nested bullet
+2. Ship:
+
+       1. indented code inside a step
+
+## Täble ✓
+
+| key | value |
+|-----|-------|
+| a   | 1     |
+"""
+
+
+def test_block_structure_is_commonmarks() -> None:
+    """Setext headings are sections; headings in quotes, HTML and indented code are not;
+    nested list items stay in their step; spans are exact past non-ASCII text."""
+    chunks = MarkdownParser().parse(COMMONMARK).chunks
+    shape = [(c.kind.value, c.parent_ordinal, c.heading_path[-1:], c.labels) for c in chunks]
+    assert shape == [
+        ("preamble", None, (), ()),
+        ("section", None, ("Setext section",), ()),
+        ("section", 1, ("Sub",), ()),
+        ("step", 2, ("Sub",), ("step:1",)),
+        ("step", 2, ("Sub",), ("step:2",)),
+        ("section", 1, ("Täble ✓",), ()),
+        ("row_group", 5, ("Täble ✓",), ("key:a",)),
+    ]
+    assert "# Quoted heading" in chunks[1].text and "# not a heading" in chunks[1].text
+    assert "nested bullet" in chunks[3].text and "indented code" in chunks[4].text
+    for c in chunks:
+        assert COMMONMARK[c.span.char_start : c.span.char_end] == c.text
+    crlf = MarkdownParser().parse("# Ä\r\nè\r\n\r\n1. ü\r\n2. ö\r\n").chunks
+    assert [c.text for c in crlf] == ["# Ä\r\nè\r\n\r\n", "1. ü\r\n", "2. ö\r\n"]
+
+
 def test_csv_row_groups_repeat_the_header_and_keep_primary_keys() -> None:
     text = csv_text([["id", "owner"]] + [[f"svc-{i}", f"team{i % 3}"] for i in range(60)])
     chunks = PARSERS["csv"].parse(text).chunks

@@ -249,8 +249,9 @@ class Chunk(BaseModel):
     index_generation: int
 
 
+_NOT_SLUG = re.compile(r"[^\w\- ]")
+
+
 def slugify(text: str) -> str:
     """GitHub-style heading anchor: lower case, punctuation dropped, spaces to hyphens."""
-    lowered = text.strip().lower()
-    kept = re.sub(r"[^\w\- ]", "", lowered)
-    return re.sub(r" ", "-", kept)
+    return _NOT_SLUG.sub("", text.strip().lower()).replace(" ", "-")

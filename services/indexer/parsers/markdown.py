@@ -1,18 +1,24 @@
 """Markdown, runbooks, policies and incident reports: cut the way their authors think.
 
-Sections follow the heading hierarchy. Inside a section: numbered list items are steps;
-list items under Timeline / Findings / Action items are entries of those kinds; lines
-numbered like `§ 4`, `4.1.2` or `(a)` are clauses (children of the clause they refine);
-tables are cut into row groups that carry the header as context. Headings inside fenced
-code are text. Frontmatter is metadata, not a chunk.
+The block structure is CommonMark's (pulldown-cmark through pyromark, with GFM tables):
+setext and ATX headings, block quotes, nested lists, fenced and indented code and HTML
+blocks are what a CommonMark renderer sees, and every chunk is an exact span of the
+source. Sections follow the top-level heading hierarchy (a heading inside a quote, a
+list item, code or HTML is content). Inside a section: the items of a numbered list are
+steps; list items under Timeline / Findings / Action items are entries of those kinds;
+paragraph lines numbered like `§ 4`, `4.1.2` or `(a)` are clauses (children of the clause
+they refine); tables are cut into row groups that carry the header as context.
+Frontmatter is metadata, not a chunk.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import pyromark
 import yaml
 
 from govindex.core.errors import InvalidEvent
@@ -21,14 +27,9 @@ from indexer.parsers.base import LineIndex, ParsedDocument, Segment, SizePolicy,
 
 _FRONTMATTER_OPEN = re.compile(r"\A---[ \t]*(?:\r\n|\r|\n)")
 _FRONTMATTER_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*(?:\r\n|\r|\n|\Z)", re.MULTILINE)
-_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*#*[ \t]*$")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _ITEM = re.compile(r"^( {0,3})(\d{1,9}[.)]|[-*+])[ \t]+(.*)$")
 _CLAUSE = re.compile(
     r"^ {0,3}(?:\*\*)?(§[ \t]*\d+(?:\.\d+)*|\d+(?:\.\d+)+\.?|\([a-z]{1,3}\))(?=[ \t])"
-)
-_TABLE_SEPARATOR = re.compile(
-    r"^ {0,3}\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?[ \t]*$"
 )
 _TIME = re.compile(r"^(?:\*\*)?(\d{4}-\d{2}-\d{2}[T ]?\d{0,2}:?\d{0,2}Z?|\d{1,2}:\d{2}(?::\d{2})?)")
 _OWNER = re.compile(r"@([A-Za-z0-9_.-]+)")
@@ -61,7 +62,6 @@ ENTRY_KIND = {
     "action_items": ChunkKind.ACTION_ITEM,
 }
 ROW_GROUP_ROWS = 20
-_ITEM_HEADS = frozenset("-*+")
 _CLAUSE_HEADS = frozenset("§(*")
 
 
@@ -90,86 +90,237 @@ def split_frontmatter(text: str) -> tuple[dict[str, Any], int]:
     return data, closing.end()
 
 
+_NUMBERING = re.compile(r"^[§\d.\s]+")
+
+
 def role_of(title: str) -> str | None:
-    words = re.sub(r"^[§\d.\s]+", "", title).strip().lower().rstrip(":")
+    words = _NUMBERING.sub("", title).strip().lower().rstrip(":")
     return ROLES.get(words)
 
 
+_OPTIONS = pyromark.Options.ENABLE_TABLES
+_BYTE_NEWLINE = re.compile(rb"\r\n|\r|\n")
+
+
 @dataclass(slots=True)
-class _Line:
-    offset: int
+class _Block:
+    """A top-level CommonMark block: where it starts (a line start) and what it holds."""
+
+    tag: str  # Heading, Paragraph, List, Table, CodeBlock, HtmlBlock, BlockQuote, Rule, ...
+    start: int
+    level: int = 0  # a heading's level
+    title: str = ""  # a heading's text, inline markup resolved
+    ordered: bool = False  # a list's kind
+    parts: list[int] = field(default_factory=list)  # list items; table head, then rows
+    end: int = 0  # a paragraph's end (its lines are scanned for clauses)
+
+
+class _Offsets:
+    """CommonMark ranges are UTF-8 byte offsets into the body; chunks want character
+    offsets into the document, at the start of the line a block begins on."""
+
+    def __init__(self, text: str, body_start: int, index: LineIndex) -> None:
+        self.starts = index.starts
+        self.body_start = body_start
+        body = text[body_start:]
+        self.first = bisect.bisect_right(self.starts, body_start) - 1
+        self.bytes: list[int] | None = None
+        if not body.isascii():
+            self.bytes = [0, *(m.end() for m in _BYTE_NEWLINE.finditer(body.encode()))]
+
+    def line_start(self, byte: int) -> int:
+        if self.bytes is None:
+            return self.starts[bisect.bisect_right(self.starts, self.body_start + byte) - 1]
+        return self.starts[self.first + bisect.bisect_right(self.bytes, byte) - 1]
+
+
+def _outline(body: str, at: _Offsets) -> list[_Block]:
+    """The document's top-level blocks, from a CommonMark event stream (one pass).
+
+    Headings inside block quotes, list items or HTML blocks are content, not sections;
+    setext headings, indented and fenced code, nested lists are CommonMark's, exactly.
+    """
+    blocks: list[_Block] = []
+    depth = 0
+    block: _Block | None = None
+    title: list[str] | None = None
+    for event, where in pyromark.events_with_range(body, options=_OPTIONS):
+        if event.__class__ is not dict:  # Rule, SoftBreak, HardBreak
+            if depth == 0:
+                blocks.append(_Block("Rule", at.line_start(where["start"])))
+            elif title is not None:
+                title.append(" ")
+            continue
+        opened = event.get("Start")
+        if opened is not None:
+            tag = opened if opened.__class__ is str else next(iter(opened))
+            if depth == 0:
+                block = _Block(tag, at.line_start(where["start"]))
+                if tag == "Heading":
+                    block.level = int(opened["Heading"]["level"][1])
+                    title = []
+                elif tag == "List":
+                    block.ordered = opened["List"] is not None
+                elif tag == "Paragraph":
+                    block.end = where["end"]
+                blocks.append(block)
+            elif depth == 1 and block is not None and tag in _PARTS:
+                block.parts.append(at.line_start(where["start"]))
+            depth += 1
+        elif "End" in event:
+            depth -= 1
+            if depth == 0 and title is not None and block is not None:
+                block.title = "".join(title).strip()
+                title = None
+        elif title is not None:
+            piece = event.get("Text") or event.get("Code")
+            if piece is not None:
+                title.append(piece)
+    return blocks
+
+
+_PARTS = frozenset(("Item", "TableHead", "TableRow"))
+
+
+@dataclass(slots=True)
+class _Cutter:
+    """Cuts one section's body into steps, entries, clauses, row groups and paragraphs.
+
+    The section keeps its heading and lead text; every block after the first structural
+    one (a step, entry, clause or table) is a child of the section.
+    """
+
     text: str
-    in_fence: bool
+    section: Segment
+    role: str | None
+    index: LineIndex
+    blocks: list[Segment] = field(default_factory=list)
+    clauses: list[tuple[str, Segment]] = field(default_factory=list)
+
+    def add(self, block: _Block, at: _Offsets) -> None:
+        if block.tag == "List":
+            self._list(block)
+        elif block.tag == "Table":
+            self._table(block)
+        elif block.tag == "Paragraph":
+            self._paragraph(block, at)
+        elif block.tag != "CodeBlock" and self.blocks:  # code stays with what it follows
+            self._open(block.start, ChunkKind.PARAGRAPH)
+
+    def close(self, end: int) -> list[Segment]:
+        for k, seg in enumerate(self.blocks):
+            seg.end = self.blocks[k + 1].start if k + 1 < len(self.blocks) else end
+        self.section.end = self.blocks[0].start if self.blocks else end
+        return self.blocks
+
+    def _open(
+        self,
+        start: int,
+        kind: ChunkKind,
+        *,
+        parent: Segment | None = None,
+        labels: tuple[str, ...] = (),
+        context: str = "",
+        atomic: bool = False,
+    ) -> Segment:
+        seg = Segment(
+            start,
+            start,
+            kind,
+            self.section.heading_path,
+            parent=parent or self.section,
+            labels=labels,
+            context=context,
+            atomic=atomic,
+        )
+        self.blocks.append(seg)
+        return seg
+
+    def _line(self, start: int) -> str:
+        line = self.index.line_of(start)
+        return self.text[start : self.index.offset_of_line(line + 1)].rstrip("\r\n")
+
+    def _list(self, block: _Block) -> None:
+        entry = ENTRY_KIND.get(self.role or "")
+        if not (block.ordered or entry):  # a plain bullet list is prose
+            if self.blocks:
+                self._open(block.start, ChunkKind.PARAGRAPH)
+            return
+        kind = entry or ChunkKind.STEP
+        for start in block.parts:
+            item = _ITEM.match(self._line(start))
+            labels = _entry_labels(kind, item) if item else ()
+            self._open(start, kind, labels=labels, atomic=True)
+
+    def _paragraph(self, block: _Block, at: _Offsets) -> None:
+        first = self.index.line_of(block.start)
+        last = self.index.line_of(max(block.start, at.line_start(max(block.end - 1, 0))))
+        for n in range(first, last + 1):
+            start = self.index.offset_of_line(n)
+            line = self._line(start)
+            head = line.lstrip(" ")[:1]
+            clause = _CLAUSE.match(line) if head in _CLAUSE_HEADS or head.isdigit() else None
+            if clause is not None:
+                number = _clause_id(clause.group(1))
+                parent = _clause_parent(number, self.clauses)
+                labels = (f"clause:{number}",)
+                seg = self._open(start, ChunkKind.CLAUSE, parent=parent, labels=labels, atomic=True)
+                self.clauses.append((number, seg))
+            elif n == first and self.blocks:
+                self._open(start, ChunkKind.PARAGRAPH)
+
+    def _table(self, block: _Block) -> None:
+        """Row groups of ROW_GROUP_ROWS rows; every group after the first carries the
+        header (its line and the delimiter line) as context."""
+        head, rows = block.start, block.parts[1:]
+        header = self.text[head : rows[0]] if rows else ""
+        for g in range(0, max(1, len(rows)), ROW_GROUP_ROWS):
+            group = rows[g : g + ROW_GROUP_ROWS]
+            keys = tuple(f"key:{cell}" for r in group if (cell := _first_cell(self._line(r))))
+            self._open(
+                head if g == 0 else group[0],
+                ChunkKind.ROW_GROUP,
+                labels=keys[:50],
+                context="" if g == 0 else header,
+                atomic=True,
+            )
 
 
 class MarkdownParser:
     name = "markdown"
-    version = "2.0.0"
+    version = "3.0.0"
 
     def __init__(self, policy: SizePolicy | None = None) -> None:
         self.policy = policy or SizePolicy()
 
-    # Long: one pass over the blocks; the heading stack and roles are its shared state.
     def parse(self, text: str) -> ParsedDocument:
         frontmatter, body_start = split_frontmatter(text)
         index = LineIndex(text)
-        lines = self._lines(index, body_start)
+        at = _Offsets(text, body_start, index)
         segments: list[Segment] = []
         stack: list[tuple[int, Segment]] = []
-        heading_rows = [
-            i
-            for i, ln in enumerate(lines)
-            if not ln.in_fence and ln.text.lstrip(" ")[:1] == "#" and _HEADING.match(ln.text)
-        ]
-        bounds = (
-            [0, *heading_rows, len(lines)]
-            if heading_rows[:1] != [0]
-            else [*heading_rows, len(lines)]
-        )
-        for b in range(len(bounds) - 1):
-            first, last = bounds[b], bounds[b + 1]
-            if first >= last:
+        outline = _outline(text[body_start:], at)
+        cutter: _Cutter | None = None
+        if outline and outline[0].tag != "Heading":  # text before the first heading
+            preamble = Segment(body_start, len(text), ChunkKind.PREAMBLE)
+            segments.append(preamble)
+            cutter = _Cutter(text, preamble, None, index)
+        for block in outline:
+            if block.tag != "Heading":
+                assert cutter is not None  # the preamble or a section is always open
+                cutter.add(block, at)
                 continue
-            end = lines[last].offset if last < len(lines) else len(text)
-            heading = _HEADING.match(lines[first].text) if not lines[first].in_fence else None
-            if heading is None:  # text before the first heading
-                pre = Segment(lines[first].offset, end, ChunkKind.PREAMBLE)
-                segments.append(pre)
-                self._blocks(text, lines[first:last], end, pre, None, segments)
-                continue
-            level, title = len(heading.group(1)), (heading.group(2) or "").strip()
-            while stack and stack[-1][0] >= level:
+            if cutter is not None:
+                segments.extend(cutter.close(block.start))
+            while stack and stack[-1][0] >= block.level:
                 stack.pop()
-            parent = stack[-1][1] if stack else None
-            role = role_of(title)
-            clause = _CLAUSE.match(title + " ")
-            kind = (
-                ChunkKind.ROOT_CAUSE
-                if role == "root_cause"
-                else (ChunkKind.CLAUSE if clause else ChunkKind.SECTION)
-            )
-            labels = tuple(
-                x
-                for x in (
-                    f"role:{role}" if role else "",
-                    f"clause:{_clause_id(clause.group(1))}" if clause else "",
-                )
-                if x
-            )
-            heading_path = (*(parent.heading_path if parent else ()), title)
-            section = Segment(
-                lines[first].offset,
-                end,
-                kind,
-                heading_path,
-                title or "section",
-                parent,
-                labels,
-                atomic=True,
-            )  # a heading is an address
-            stack.append((level, section))
+            role = role_of(block.title)
+            section = _section(block, role, stack[-1][1] if stack else None, len(text))
+            stack.append((block.level, section))
             segments.append(section)
-            self._blocks(text, lines[first + 1 : last], end, section, role, segments)
+            cutter = _Cutter(text, section, role, index)
+        if cutter is not None:
+            segments.extend(cutter.close(len(text)))
         _link_definitions(text, segments)
         return finalize(
             text,
@@ -180,150 +331,33 @@ class MarkdownParser:
             lines=index,
         )
 
-    @staticmethod
-    def _lines(index: LineIndex, start: int) -> list[_Line]:
-        out: list[_Line] = []
-        fence: str | None = None
-        for offset, line in index.lines(start):
-            # Most lines are prose: test the first character before running a regex.
-            head = line.lstrip(" ")[:1]
-            opened = _FENCE.match(line) if head in ("`", "~") else None
-            inside = fence is not None
-            if opened:
-                marker = opened.group(1)
-                if fence is None:
-                    fence = marker
-                elif marker[0] == fence[0] and len(marker) >= len(fence):
-                    fence = None
-                inside = True
-            out.append(_Line(offset, line, inside))
-        return out
 
-    # Long: the per-line block scanner; fences, tables and lists share its state.
-    def _blocks(
-        self,
-        text: str,
-        body: list[_Line],
-        end: int,
-        section: Segment,
-        role: str | None,
-        out: list[Segment],
-    ) -> None:
-        """Cut a section's body into steps, entries, clauses, row groups and paragraphs.
-
-        The section keeps its heading and lead text; every block after it is a child.
-        """
-        blocks: list[Segment] = []
-        clauses: list[tuple[str, Segment]] = []
-        current: Segment | None = None  # the open block, if any
-        item_indent = -1
-        after_table = False
-        entry_kind = ENTRY_KIND.get(role or "")
-        i = 0
-        while i < len(body):
-            line = body[i]
-            if line.in_fence or not line.text.strip():
-                i += 1
-                continue
-            if self._table_at(body, i):
-                i = self._table(text, body, i, end, section, blocks)
-                current, item_indent, after_table = None, -1, True
-                continue
-            head = line.text.lstrip(" ")[:1]
-            item = _ITEM.match(line.text) if head in _ITEM_HEADS or head.isdigit() else None
-            clause = _CLAUSE.match(line.text) if head in _CLAUSE_HEADS or head.isdigit() else None
-            indent = len(item.group(1)) if item else -1
-            is_entry = item is not None and (item.group(2)[0].isdigit() or entry_kind)
-            if is_entry and item is not None and (current is None or indent <= item_indent):
-                kind = entry_kind or ChunkKind.STEP
-                current = Segment(
-                    line.offset,
-                    end,
-                    kind,
-                    section.heading_path,
-                    parent=section,
-                    labels=_entry_labels(kind, item),
-                    atomic=True,
-                )
-                item_indent = indent
-            elif clause and (current is None or current.kind is not ChunkKind.STEP):
-                number = _clause_id(clause.group(1))
-                current = Segment(
-                    line.offset,
-                    end,
-                    ChunkKind.CLAUSE,
-                    section.heading_path,
-                    parent=_clause_parent(number, clauses) or section,
-                    labels=(f"clause:{number}",),
-                    atomic=True,
-                )
-                clauses.append((number, current))
-                item_indent = -1
-            elif after_table or (current is not None and self._ends_block(body, i, item_indent)):
-                current = Segment(
-                    line.offset, end, ChunkKind.PARAGRAPH, section.heading_path, parent=section
-                )
-                item_indent = -1
-            else:
-                i += 1
-                continue
-            blocks.append(current)
-            after_table = False
-            i += 1
-        for k, block in enumerate(blocks):
-            block.end = blocks[k + 1].start if k + 1 < len(blocks) else end
-        if blocks:
-            section.end = blocks[0].start
-        out.extend(blocks)
-
-    @staticmethod
-    def _table(
-        text: str, body: list[_Line], i: int, end: int, section: Segment, blocks: list[Segment]
-    ) -> int:
-        """Cut the table starting at body[i] into row groups; return the line after it."""
-        j = i + 2
-        while (
-            j < len(body) and "|" in body[j].text and body[j].text.strip() and not body[j].in_fence
-        ):
-            j += 1
-        header = text[body[i].offset : body[i + 2].offset if i + 2 < len(body) else end]
-        table_end = body[j].offset if j < len(body) else end
-        rows = body[i + 2 : j]
-        for g in range(0, max(1, len(rows)), ROW_GROUP_ROWS):
-            group = rows[g : g + ROW_GROUP_ROWS]
-            start = body[i].offset if g == 0 else group[0].offset
-            keys = tuple(f"key:{cell}" for r in group if (cell := _first_cell(r.text)))
-            blocks.append(
-                Segment(
-                    start,
-                    table_end,
-                    ChunkKind.ROW_GROUP,
-                    section.heading_path,
-                    parent=section,
-                    labels=keys[:50],
-                    context="" if g == 0 else header,
-                    atomic=True,
-                )
-            )
-        return j
-
-    @staticmethod
-    def _table_at(body: list[_Line], i: int) -> bool:
-        return (
-            i + 1 < len(body)
-            and "|" in body[i].text
-            and not body[i + 1].in_fence
-            and _TABLE_SEPARATOR.match(body[i + 1].text) is not None
-            and "|" in body[i + 1].text
+def _section(block: _Block, role: str | None, parent: Segment | None, end: int) -> Segment:
+    title = block.title
+    clause = _CLAUSE.match(title + " ")
+    kind = (
+        ChunkKind.ROOT_CAUSE
+        if role == "root_cause"
+        else (ChunkKind.CLAUSE if clause else ChunkKind.SECTION)
+    )
+    labels = tuple(
+        x
+        for x in (
+            f"role:{role}" if role else "",
+            f"clause:{_clause_id(clause.group(1))}" if clause else "",
         )
-
-    @staticmethod
-    def _ends_block(body: list[_Line], i: int, item_indent: int) -> bool:
-        """A non-indented line after a blank line ends a list item or clause paragraph."""
-        line = body[i].text
-        indent = len(line) - len(line.lstrip(" "))
-        after_blank = i > 0 and not body[i - 1].text.strip()
-        return after_blank and indent <= max(item_indent, 0) and not _ITEM.match(line)
+        if x
+    )
+    return Segment(
+        block.start,
+        end,
+        kind,
+        (*(parent.heading_path if parent else ()), title),
+        title or "section",
+        parent,
+        labels,
+        atomic=True,  # a heading is an address
+    )
 
 
 def _clause_id(raw: str) -> str:
