@@ -22,6 +22,7 @@ def indexer_ports(rt: Runtime, generation: int) -> IndexerPorts:
         generation=generation,
         cache=rt.cache,
         embedder=rt.embedder,
+        generations=rt.generations,
     )
 
 

@@ -41,6 +41,7 @@ from govindex.core.ports import (
     ChunkStore,
     DocumentKey,
     Embedder,
+    GenerationRegistry,
     GraphEdge,
     OutboxMessage,
     SearchIndex,
@@ -80,6 +81,7 @@ class IndexerPorts:
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     cache: TaggedCache | None = None
     embedder: Embedder | None = None
+    generations: GenerationRegistry | None = None  # rebuilds in progress get writes too
 
 
 async def require_source(
@@ -327,7 +329,10 @@ async def _project(
 
     async def bulk() -> BulkResult:
         chunks = await ports.store.chunks_changed_by_many(list(changes))
-        result = await ports.index.project(chunks)
+        # Read after the commit, on every attempt: a rebuild registers its generation
+        # before it copies, so a change it does not copy is written to it here.
+        building = await ports.generations.building() if ports.generations else []
+        result = await ports.index.project(chunks, building=building)
         # The deletion lane may have purged a document between the read and the write: a
         # chunk Postgres no longer holds leaves the index again (readers gate on Postgres
         # meanwhile, so it is never served).

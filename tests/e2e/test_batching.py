@@ -267,3 +267,29 @@ async def test_an_update_overtaken_by_its_delete_is_dropped_and_a_recreate_appli
     current = [r for r in await p.pg_chunks("h.md") if r["superseded_at"] is None]
     assert [r["text"] for r in current] == ["# H\nback again\n"]
     await p.assert_sinks_agree()
+
+
+async def test_a_generation_being_built_gets_every_write_and_every_purge(
+    pipeline: Pipeline,
+) -> None:
+    """A rebuild registers its generation before it copies: from then on every batch is
+    written to it as well (stamped with its number), and purges reach it."""
+    p = pipeline
+    generation = await p.rt.generations.begin(p.rt.index.index_name)
+    building = await p.rt.index.create_generation(generation)
+
+    def held(index: str) -> dict[str, int]:
+        p.search.indices.refresh(index=index)
+        query = {"bool": {"filter": [{"term": {"tenant_id": p.tenant}}]}}
+        found = p.search.search(index=index, body={"size": 100, "query": query})
+        return {h["_id"]: h["_source"]["index_generation"] for h in found["hits"]["hits"]}
+
+    await p.wait_processed(p.publish(p.change("b.md", 1, "# B\none\n## Two\nsecond\n")))
+    stored = {r["chunk_id"] for r in await p.pg_chunks("b.md")}
+    assert len(stored) == 2
+    assert set(held(p.settings.index_alias)) == stored
+    assert held(building) == dict.fromkeys(stored, generation)
+
+    p.publish(p.deletion("b.md", 2), topic=p.settings.topics.deletions)
+    await p.wait_purged("b.md", 2)
+    assert held(p.settings.index_alias) == {} and held(building) == {}

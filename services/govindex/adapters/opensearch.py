@@ -26,49 +26,61 @@ log = structlog.get_logger(__name__)
 _KEYWORD = {"type": "keyword"}
 _DATE = {"type": "date"}
 
+
+def _stored(kind: str) -> dict[str, Any]:
+    """A field kept in `_source` (every stamp travels with its chunk) but not indexed:
+    nothing queries it in OpenSearch (readers hydrate from Postgres), and each indexed
+    field costs every bulk write (on the embedded server, 2.5x the bulk rate)."""
+    if kind == "text":
+        return {"type": "text", "index": False}
+    return {"type": kind, "index": False, "doc_values": False}
+
+
 MAPPING: dict[str, Any] = {
     "dynamic": "strict",
     "properties": {
+        # Indexed: what reads, purges, sweeps and operators filter or match on.
         "chunk_id": _KEYWORD,
         "version_id": _KEYWORD,
         "tenant_id": _KEYWORD,
         "source_id": _KEYWORD,
         "doc_id": _KEYWORD,
-        "source_version": _KEYWORD,
         "sequence": {"type": "long"},
         "version_sequence": {"type": "long"},
         "content_hash": _KEYWORD,
         "text": {"type": "text"},
         "valid_from": _DATE,
         "valid_to": _DATE,
-        "recorded_at": _DATE,
         "superseded_at": _DATE,
-        "observed_at": _DATE,
-        "indexed_at": _DATE,
         "acl": _KEYWORD,
         "required_scopes": _KEYWORD,
         "allowed_purposes": _KEYWORD,
         "classification": _KEYWORD,
-        "parser": _KEYWORD,
-        "parser_version": _KEYWORD,
-        "locator": _KEYWORD,
-        "char_start": {"type": "integer"},
-        "char_end": {"type": "integer"},
-        "line_start": {"type": "integer"},
-        "line_end": {"type": "integer"},
         "heading_path": {"type": "text", "fields": {"raw": _KEYWORD}},
         "labels": _KEYWORD,
-        "context": {"type": "text"},
-        "parent_id": _KEYWORD,
-        "prev_id": _KEYWORD,
-        "next_id": _KEYWORD,
-        "ordinal": {"type": "integer"},
         "kind": _KEYWORD,
         "trust_level": _KEYWORD,
-        "contains_instructions": {"type": "boolean"},
-        "token_estimate": {"type": "integer"},
-        "simhash": {"type": "long"},
         "index_generation": {"type": "integer"},
+        # Stored only.
+        "source_version": _stored("keyword"),
+        "recorded_at": _stored("date"),
+        "observed_at": _stored("date"),
+        "indexed_at": _stored("date"),
+        "parser": _stored("keyword"),
+        "parser_version": _stored("keyword"),
+        "locator": _stored("keyword"),
+        "char_start": _stored("integer"),
+        "char_end": _stored("integer"),
+        "line_start": _stored("integer"),
+        "line_end": _stored("integer"),
+        "context": _stored("text"),
+        "parent_id": _stored("keyword"),
+        "prev_id": _stored("keyword"),
+        "next_id": _stored("keyword"),
+        "ordinal": _stored("integer"),
+        "contains_instructions": _stored("boolean"),
+        "token_estimate": _stored("integer"),
+        "simhash": _stored("long"),
     },
 }
 
@@ -139,9 +151,15 @@ class OpenSearchIndex:
         }
         try:
             await self._client.indices.put_index_template(name=self.alias, body=body)
-            # Generations created under an older template learn new fields (additive only).
+            # Generations created under an older template learn the fields they lack; a
+            # field they have keeps its old parameters (they cannot change in place; a
+            # reindex builds a generation with the current ones).
             for name in await self.generations():
-                await self._client.indices.put_mapping(index=name, body=MAPPING)
+                held = await self._client.indices.get_mapping(index=name)
+                known = held.get(name, {}).get("mappings", {}).get("properties", {})
+                missing = {k: v for k, v in MAPPING["properties"].items() if k not in known}
+                if missing:
+                    await self._client.indices.put_mapping(index=name, body={"properties": missing})
         except Exception as exc:
             raise _translate(exc, "template creation") from exc
 
@@ -214,11 +232,20 @@ class OpenSearchIndex:
             raise PermanentError(f"OpenSearch refused chunk {chunk_id}: {reason}")
         return result.taken
 
-    async def project(self, chunks: Sequence[Chunk]) -> BulkResult:
-        """One bulk for a batch: chunks refused for good (a mapping rejection) are returned
-        with the reason instead of failing their neighbours; 429 and 5xx raise
-        TransientError, and the caller rebuilds the payload from Postgres before retrying."""
-        return await self._bulk_index(chunks, self.alias)
+    async def project(
+        self, chunks: Sequence[Chunk], *, building: Sequence[tuple[int, str]] = ()
+    ) -> BulkResult:
+        """A batch's bulk, to the live generation and to every generation being built
+        (stamped with that generation), so a rebuild misses no change made while it runs.
+        Chunks refused for good (a mapping rejection) are returned with the reason instead
+        of failing their neighbours; 429 and 5xx raise TransientError, and the caller
+        rebuilds the payload from Postgres before retrying."""
+        result = await self._bulk_index(chunks, self.alias)
+        rejected = dict(result.rejected)
+        for generation, name in building:
+            stamped = [c.model_copy(update={"index_generation": generation}) for c in chunks]
+            rejected.update((await self._bulk_index(stamped, name)).rejected)
+        return BulkResult(result.taken, rejected)
 
     async def _bulk_index(self, chunks: Sequence[Chunk], target: str) -> BulkResult:
         """The chunks in bounded requests, one after another. A request that fails

@@ -326,9 +326,19 @@ class SearchIndex(Protocol):
 
     async def upsert(self, chunks: Sequence[Chunk], *, index: str | None = None) -> int: ...
 
-    async def project(self, chunks: Sequence[Chunk]) -> BulkResult: ...
+    async def project(
+        self, chunks: Sequence[Chunk], *, building: Sequence[tuple[int, str]] = ()
+    ) -> BulkResult:
+        """Write to the live generation and to every (generation, index) being built."""
+        ...
 
     async def delete_chunks(self, chunk_ids: Sequence[str]) -> int: ...
+
+
+class GenerationRegistry(Protocol):
+    """Which index generations a rebuild is filling: writers must reach them too."""
+
+    async def building(self) -> list[tuple[int, str]]: ...
 
 
 @dataclass(frozen=True)

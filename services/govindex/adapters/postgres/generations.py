@@ -40,5 +40,15 @@ class PostgresGenerations(PostgresAdapter):
             )
             await conn.execute("UPDATE chunks SET index_generation = %s", (generation,))
 
+    async def building(self) -> list[tuple[int, str]]:
+        """(generation, index name) of every generation registered and not yet live."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT generation, index_name FROM index_generations "
+                "WHERE alias = %s AND state = 'building' ORDER BY generation",
+                (self._alias,),
+            )
+            return [(int(g), str(name)) for g, name in await cur.fetchall()]
+
     async def stored_chunks(self) -> int:
         return await self._count("SELECT count(*) FROM chunks")
