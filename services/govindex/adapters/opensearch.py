@@ -349,7 +349,8 @@ class OpenSearchIndex:
 
     async def delete_documents(self, targets: Sequence[PurgeTarget]) -> list[int]:
         """Purge a batch of documents' known chunks from every generation: one bulk of
-        versioned deletes per generation, refreshed at once (no refresh per document).
+        versioned deletes per generation that returns once a refresh has made them
+        visible (`wait_for`: the scheduled refresh, not a forced one per batch).
         Returns, per target, the entries removed. `sweep_documents` removes the rest,
         should the read-back find any."""
         removed = [0] * len(targets)
@@ -370,7 +371,7 @@ class OpenSearchIndex:
                 for cid in t.chunk_ids
             ]
             try:
-                response = await self._client.bulk(body=lines, params={"refresh": "true"})
+                response = await self._client.bulk(body=lines, params={"refresh": "wait_for"})
             except Exception as exc:
                 raise _translate(exc, "purge") from exc
             for owner, item in zip(owners, response.get("items", []), strict=False):
