@@ -16,7 +16,7 @@ import pyromark
 from langchain_text_splitters import MarkdownHeaderTextSplitter, RecursiveCharacterTextSplitter
 
 from corpora import heading_dense, runbook
-from indexer.parsers.markdown import _OPTIONS, MarkdownParser
+from indexer.parsers.markdown import OPTIONS, MarkdownParser
 
 BUDGET = 2400  # characters per chunk, the same for every splitter
 
@@ -46,7 +46,7 @@ def main() -> None:
         "langchain MarkdownHeaderTextSplitter": headers.split_text,
         # What the parser stands on: the CommonMark event stream alone, nothing cut.
         "pyromark event stream (floor)": lambda d: sum(
-            1 for _ in pyromark.events_with_range(d, options=_OPTIONS)
+            1 for _ in pyromark.events_with_range(d, options=OPTIONS)
         ),
     }
     print(f"corpus: {len(docs)} runbooks, {megabytes:.2f} MB, budget {BUDGET} chars\n")

@@ -96,6 +96,11 @@ def _translate(exc: Exception, what: str) -> Exception:
     return exc
 
 
+def _in_generation(chunks: Sequence[Chunk], generation: int) -> list[Chunk]:
+    """The chunks as a given generation holds them (the generation is stamped on each)."""
+    return [c.model_copy(update={"index_generation": generation}) for c in chunks]
+
+
 @dataclass(frozen=True)
 class BulkPolicy:
     """How big one bulk request may be and how many a process keeps in flight.
@@ -243,7 +248,7 @@ class OpenSearchIndex:
         result = await self._bulk_index(chunks, self.alias)
         rejected = dict(result.rejected)
         for generation, name in building:
-            stamped = [c.model_copy(update={"index_generation": generation}) for c in chunks]
+            stamped = _in_generation(chunks, generation)
             rejected.update((await self._bulk_index(stamped, name)).rejected)
         return BulkResult(result.taken, rejected)
 
@@ -547,7 +552,7 @@ async def rebuild(
     name = await index.create_generation(generation)
     total = 0
     async for batch in batches:
-        stamped = [c.model_copy(update={"index_generation": generation}) for c in batch]
+        stamped = _in_generation(batch, generation)
         total += await index.upsert(stamped, index=name)
         log.info("projection.rebuild.progress", generation=generation, chunks=total)
     await index.point_alias(generation)

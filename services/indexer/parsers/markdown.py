@@ -98,7 +98,9 @@ def role_of(title: str) -> str | None:
     return ROLES.get(words)
 
 
-_OPTIONS = pyromark.Options.ENABLE_TABLES
+# CommonMark plus GFM tables: the options the parser (and its benchmark) give pyromark.
+OPTIONS = pyromark.Options.ENABLE_TABLES
+_PARTS = frozenset(("Item", "TableHead", "TableRow"))  # what a top-level block is made of
 _BYTE_NEWLINE = re.compile(rb"\r\n|\r|\n")
 
 
@@ -112,7 +114,7 @@ class _Block:
     title: str = ""  # a heading's text, inline markup resolved
     ordered: bool = False  # a list's kind
     parts: list[int] = field(default_factory=list)  # list items; table head, then rows
-    end: int = 0  # a paragraph's end (its lines are scanned for clauses)
+    last_line: int = 0  # where a paragraph's last line starts (its lines may be clauses)
 
 
 class _Offsets:
@@ -144,7 +146,7 @@ def _outline(body: str, at: _Offsets) -> list[_Block]:
     depth = 0
     block: _Block | None = None
     title: list[str] | None = None
-    for event, where in pyromark.events_with_range(body, options=_OPTIONS):
+    for event, where in pyromark.events_with_range(body, options=OPTIONS):
         if event.__class__ is not dict:  # Rule, SoftBreak, HardBreak
             if depth == 0:
                 blocks.append(_Block("Rule", at.line_start(where["start"])))
@@ -162,7 +164,7 @@ def _outline(body: str, at: _Offsets) -> list[_Block]:
                 elif tag == "List":
                     block.ordered = opened["List"] is not None
                 elif tag == "Paragraph":
-                    block.end = where["end"]
+                    block.last_line = at.line_start(max(where["end"] - 1, 0))
                 blocks.append(block)
             elif depth == 1 and block is not None and tag in _PARTS:
                 block.parts.append(at.line_start(where["start"]))
@@ -177,9 +179,6 @@ def _outline(body: str, at: _Offsets) -> list[_Block]:
             if piece is not None:
                 title.append(piece)
     return blocks
-
-
-_PARTS = frozenset(("Item", "TableHead", "TableRow"))
 
 
 @dataclass(slots=True)
@@ -197,13 +196,13 @@ class _Cutter:
     blocks: list[Segment] = field(default_factory=list)
     clauses: list[tuple[str, Segment]] = field(default_factory=list)
 
-    def add(self, block: _Block, at: _Offsets) -> None:
+    def add(self, block: _Block) -> None:
         if block.tag == "List":
             self._list(block)
         elif block.tag == "Table":
             self._table(block)
         elif block.tag == "Paragraph":
-            self._paragraph(block, at)
+            self._paragraph(block)
         elif block.tag != "CodeBlock" and self.blocks:  # code stays with what it follows
             self._open(block.start, ChunkKind.PARAGRAPH)
 
@@ -252,9 +251,9 @@ class _Cutter:
             labels = _entry_labels(kind, item) if item else ()
             self._open(start, kind, labels=labels, atomic=True)
 
-    def _paragraph(self, block: _Block, at: _Offsets) -> None:
+    def _paragraph(self, block: _Block) -> None:
         first = self.index.line_of(block.start)
-        last = self.index.line_of(max(block.start, at.line_start(max(block.end - 1, 0))))
+        last = self.index.line_of(max(block.start, block.last_line))
         for n in range(first, last + 1):
             start = self.index.offset_of_line(n)
             line = self._line(start)
@@ -308,7 +307,7 @@ class MarkdownParser:
         for block in outline:
             if block.tag != "Heading":
                 assert cutter is not None  # the preamble or a section is always open
-                cutter.add(block, at)
+                cutter.add(block)
                 continue
             if cutter is not None:
                 segments.extend(cutter.close(block.start))
