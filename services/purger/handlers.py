@@ -118,11 +118,12 @@ async def purge_batch(
             PurgeTarget(p.tenant_id, p.source_id, p.doc_id, p.sequence, t.chunk_ids)
             for _, _, p, t in purging
         ]
-        removed = await ports.index.delete_documents(targets)
-        remaining = await ports.index.count_documents(targets)
-        if any(remaining):  # ids the tombstone did not know: sweep by query, read again
-            await ports.index.sweep_documents(targets)
+        async with ports.index.first():  # ahead of the documents lanes' bulks
+            removed = await ports.index.delete_documents(targets)
             remaining = await ports.index.count_documents(targets)
+            if any(remaining):  # ids the tombstone did not know: sweep by query, read again
+                await ports.index.sweep_documents(targets)
+                remaining = await ports.index.count_documents(targets)
         in_index = {w[0]: (r, left) for w, r, left in zip(purging, removed, remaining, strict=True)}
         stuck = {i: (in_postgres[i][2], in_index[i][1]) for i in in_postgres}
         stuck = {i: left for i, left in stuck.items() if any(left)}
@@ -233,8 +234,9 @@ async def _purge_sinks(
     chunks_removed, versions_emptied = await ports.store.purge_content(key, seq)
     pg_left = await ports.store.content_remaining(key, seq)
     ids = (key.tenant_id, key.source_id, key.doc_id)
-    os_removed = await ports.index.delete_document(*ids, seq, tombstone.chunk_ids)
-    os_left = await ports.index.count_document(*ids, seq)
+    async with ports.index.first():
+        os_removed = await ports.index.delete_document(*ids, seq, tombstone.chunk_ids)
+        os_left = await ports.index.count_document(*ids, seq)
     if pg_left or os_left:
         raise TransientError(
             f"purge of {payload.key} left content behind (postgres rows: {pg_left}, "

@@ -3,6 +3,7 @@ is a no-op for what already landed."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -58,3 +59,25 @@ async def test_requests_stay_under_the_byte_bound_and_a_huge_chunk_goes_alone(
     for size, n in sizes:
         assert size <= policy.max_bytes or n == 1, sizes
     assert any(size > policy.max_bytes and n == 1 for size, n in sizes)  # the big one, alone
+
+
+async def test_no_bulk_write_starts_while_a_purge_goes_first(settings: Settings) -> None:
+    """Deletions before updates: a purge holding `first()` has the server to itself; the
+    documents lanes' bulks wait, then land whole."""
+    assert settings.opensearch_url
+    await prepare(settings)
+    source = manifest(unique("s"), unique("t"))
+    chunks = version_plan(source, "held.md", 1, TEXT).chunks
+    index = OpenSearchIndex(settings.opensearch_url, settings.index_alias)
+    ids = (source.tenant, source.source_id, "held.md")
+    try:
+        async with index.first():
+            writing = asyncio.create_task(index.project(chunks))
+            await asyncio.sleep(0.5)
+            assert not writing.done()
+            assert await index.count_current(*ids) == 0  # nothing sent yet
+        result = await asyncio.wait_for(writing, timeout=30)
+        assert (result.taken, dict(result.rejected)) == (len(chunks), {})
+        assert await index.count_current(*ids) == len(chunks)
+    finally:
+        await index.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -109,6 +110,7 @@ class BulkPolicy:
     takes a few hundred a second, it outlives any sane timeout and is sent again whole.
     Requests of at most `max_chunks` chunks / `max_bytes` bytes, at most `concurrency`
     at a time per process (every lane shares them), each with `timeout_s` to answer.
+    While a purge holds `OpenSearchIndex.first()`, no new request starts.
     """
 
     max_chunks: int = 1000
@@ -133,6 +135,23 @@ class OpenSearchIndex:
         self._refresh_interval = refresh_interval
         self._bulk = bulk or BulkPolicy()
         self._bulk_slots = asyncio.Semaphore(self._bulk.concurrency)
+        self._purging = 0
+        self._no_purge = asyncio.Event()
+        self._no_purge.set()
+
+    @asynccontextmanager
+    async def first(self) -> AsyncIterator[None]:
+        """Deletions before updates: while any purge of this process holds this, bulk
+        writes wait before starting (those in flight finish), so the purge's delete,
+        refresh and read-back do not queue behind a backlog of bulks on the server."""
+        self._purging += 1
+        self._no_purge.clear()
+        try:
+            yield
+        finally:
+            self._purging -= 1
+            if self._purging == 0:
+                self._no_purge.set()
 
     @property
     def pattern(self) -> str:
@@ -259,6 +278,7 @@ class OpenSearchIndex:
         taken, rejected = 0, dict[str, str]()
         for body in self._bulk_bodies(chunks, target):
             async with self._bulk_slots:
+                await self._no_purge.wait()
                 try:
                     response = await self._client.bulk(
                         body=body, request_timeout=self._bulk.timeout_s

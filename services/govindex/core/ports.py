@@ -353,6 +353,11 @@ class PurgeTarget:
 
 
 class PurgeIndex(Protocol):
+    def first(self) -> AbstractAsyncContextManager[None]:
+        """While held, this process sends no new bulk write: a purge's requests go ahead of
+        the documents lanes' traffic instead of queueing behind it."""
+        ...
+
     async def delete_documents(self, targets: Sequence[PurgeTarget]) -> list[int]: ...
 
     async def sweep_documents(self, targets: Sequence[PurgeTarget]) -> int: ...

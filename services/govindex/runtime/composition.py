@@ -50,10 +50,17 @@ class Runtime:
     deliveries: PostgresDeliveries
     generations: PostgresGenerations
 
-    def __init__(self, settings: Settings, *, pool_size: int = 8) -> None:
+    def __init__(
+        self, settings: Settings, *, pool_size: int = 8, index: OpenSearchIndex | None = None
+    ) -> None:
+        """`index`: another Runtime's, shared (and left open on exit) so that one process
+        has one OpenSearch client, one set of bulk slots, one purge-first gate."""
         self.settings = settings.require_servers()
         self.servers: Servers = self.settings.servers()
         self._pool_size = pool_size
+        self._owns_index = index is None
+        if index is not None:
+            self.__dict__["index"] = index
         self._pool: AsyncConnectionPool | None = None
         self._publisher: AsyncKafkaPublisher | None = None
 
@@ -91,7 +98,7 @@ class Runtime:
             await self._publisher.stop()
         if "cache" in self.__dict__ and self.cache is not None:
             await self.cache.close()
-        if "index" in self.__dict__:
+        if "index" in self.__dict__ and self._owns_index:
             await self.index.close()
         if self._pool is not None:
             await self._pool.close()

@@ -81,7 +81,9 @@ class Workers:
         if "indexer" in self.run:  # the deletion lane, on Postgres connections of its own
             from govindex.runtime.deletions import deletion_subscription
 
-            self._deletion_rt = await Runtime(settings, pool_size=3).__aenter__()
+            # Its own Postgres pool; the same OpenSearch client, so its purges go first.
+            deletion_rt = Runtime(settings, pool_size=3, index=self.rt.index)
+            self._deletion_rt = await deletion_rt.__aenter__()
             found.append(deletion_subscription(self._deletion_rt, generation))
         for sub in found:
             if sub.batched:
