@@ -3,7 +3,6 @@ beyond reading them)."""
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import subprocess
 from collections.abc import Iterator, Sequence
@@ -12,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from govindex.core.errors import GovindexError
+from govindex.core.paths import selected
 
 DEFAULT_INCLUDE = ("*.md", "*.markdown", "*.txt")
 MAX_FILE_BYTES = 16 * 1024 * 1024
@@ -34,15 +34,6 @@ class SourceFile:
 class Skipped:
     doc_id: str
     reason: str
-
-
-def matches(path: str, include: Sequence[str], exclude: Sequence[str]) -> bool:
-    name = PurePosixPath(path).name
-
-    def hit(patterns: Sequence[str]) -> bool:
-        return any(fnmatch.fnmatch(path, p) or fnmatch.fnmatch(name, p) for p in patterns)
-
-    return hit(include) and not hit(exclude)
 
 
 def decode_text(data: bytes, doc_id: str) -> str | Skipped:
@@ -127,7 +118,7 @@ class GitSnapshot:
             meta, path = entry.split(b"\t", 1)
             mode, kind, blob, size = meta.split()
             doc_id = path.decode("utf-8", errors="surrogateescape")
-            if kind != b"blob" or mode == b"120000" or not matches(doc_id, include, exclude):
+            if kind != b"blob" or mode == b"120000" or not selected(doc_id, include, exclude):
                 continue
             found.append(SourceFile(doc_id, f"git-blob:{blob.decode()}", int(size)))
         return found
@@ -162,7 +153,7 @@ class FolderSnapshot:
             rel = path.relative_to(self.root).as_posix()
             if any(part.startswith(".") for part in PurePosixPath(rel).parts):
                 continue
-            if not path.is_file() or path.is_symlink() or not matches(rel, include, exclude):
+            if not path.is_file() or path.is_symlink() or not selected(rel, include, exclude):
                 continue
             digest = hashlib.sha256(path.read_bytes()).hexdigest()
             found.append(SourceFile(rel, f"sha256:{digest}", path.stat().st_size))

@@ -43,3 +43,35 @@ def test_a_bad_revision_says_what_git_said(tmp_path: Path) -> None:
         GitSnapshot(tmp_path, "no-such-branch")
     with pytest.raises(SourceReadError, match="not a git repository"):
         GitSnapshot(tmp_path / "nowhere")
+
+
+def test_include_and_exclude_follow_gitignore_semantics(tmp_path: Path) -> None:
+    """`**/*.md` reaches the root, `docs/*.md` stays one level deep, `!` takes a file back,
+    a directory pattern covers what is below it: .gitignore's rules, as users expect."""
+    git(tmp_path, "init", "-q", "-b", "main")
+    for path in ("README.md", "docs/a.md", "docs/deep/b.md", "drafts/c.md", "src/x.py"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("# x\n")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-q", "-m", "one", when="2025-02-03T04:05:06+00:00")
+    snap = GitSnapshot(tmp_path)
+
+    def ids(include: list[str], exclude: list[str] = []) -> list[str]:  # noqa: B006
+        return sorted(f.doc_id for f in snap.files(include, exclude))
+
+    assert ids(["**/*.md"]) == ["README.md", "docs/a.md", "docs/deep/b.md", "drafts/c.md"]
+    assert ids(["*.md"], ["drafts/"]) == ["README.md", "docs/a.md", "docs/deep/b.md"]
+    assert ids(["docs/*.md"]) == ["docs/a.md"]
+    assert ids(["docs/**"]) == ["docs/a.md", "docs/deep/b.md"]
+    assert ids(["*.md", "!docs/deep/*"]) == ["README.md", "docs/a.md", "drafts/c.md"]
+    assert ids(["/*.md"]) == ["README.md"]
+
+
+def test_a_pattern_gitignore_does_not_allow_is_refused_at_registration() -> None:
+    from pydantic import ValidationError
+
+    from govindex.core.records import FolderSettings
+
+    with pytest.raises(ValidationError, match=r"Invalid git pattern: 'a\\\\'"):
+        FolderSettings(path="/srv/docs", include=["*.md", "a\\"])
+    assert FolderSettings(path="/srv/docs", exclude=["drafts/"]).exclude == ["drafts/"]

@@ -20,24 +20,39 @@ from govindex.cli.common import (
     setup,
     with_runtime,
 )
+from govindex.core.paths import PatternError, check_patterns
 from ingest.app import Filters, delete_one, ingest_folder, ingest_git, reconcile
 from ingest.handlers import IngestReport
 
 app = typer.Typer(help="Emit document events from a local git repository or a folder.")
+
+
+def _patterns(value: list[str] | None) -> list[str] | None:
+    try:
+        return check_patterns(value) if value else value
+    except PatternError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
 
 Include = Annotated[
     list[str] | None,
     typer.Option(
         "--include",
         metavar="GLOB",
-        help="Files to ingest (repeatable; default: *.md *.markdown *.txt).",
+        help="Files to ingest, .gitignore-style: '*.md' at any depth, 'docs/**', "
+        "'!docs/old.md' (repeatable; default: *.md *.markdown *.txt).",
         show_default=False,
+        callback=_patterns,
     ),
 ]
 Exclude = Annotated[
     list[str] | None,
     typer.Option(
-        "--exclude", metavar="GLOB", help="Files to leave out (repeatable).", show_default=False
+        "--exclude",
+        metavar="GLOB",
+        help="Files to leave out, .gitignore-style (repeatable).",
+        show_default=False,
+        callback=_patterns,
     ),
 ]
 

@@ -10,6 +10,8 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from govindex.core.paths import check_patterns
+
 # Identifiers end up in Kafka keys (`tenant/source/doc`), index ids and URLs: no slashes in
 # tenant and source ids, no control characters anywhere.
 SLUG = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
@@ -50,8 +52,19 @@ class GitSettings(BaseModel):
     repository: str = Field(min_length=1, description="the provider's full name, e.g. org/repo")
     remote_url: str = Field(min_length=1, description="clone URL; a local path or file:// works")
     branch: str = "main"
-    include: list[str] = Field(default_factory=lambda: ["*.md", "*.markdown", "*.txt"])
-    exclude: list[str] = Field(default_factory=list)
+    include: list[str] = Field(
+        default_factory=lambda: ["*.md", "*.markdown", "*.txt"],
+        description="documents: .gitignore-style patterns; `*.md` matches at any depth",
+    )
+    exclude: list[str] = Field(
+        default_factory=list, description="left out: .gitignore-style patterns"
+    )
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _gitignore_syntax(cls, patterns: list[str]) -> list[str]:
+        return check_patterns(patterns)
+
     webhook_secret_env: str | None = Field(
         default=None,
         pattern=r"^[A-Z_][A-Z0-9_]*$",
@@ -65,8 +78,18 @@ class FolderSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     path: str = Field(min_length=1, description="the folder, absolute (or relative to the workers)")
-    include: list[str] = Field(default_factory=lambda: ["*.md", "*.markdown", "*.txt"])
-    exclude: list[str] = Field(default_factory=list)
+    include: list[str] = Field(
+        default_factory=lambda: ["*.md", "*.markdown", "*.txt"],
+        description="documents: .gitignore-style patterns; `*.md` matches at any depth",
+    )
+    exclude: list[str] = Field(
+        default_factory=list, description="left out: .gitignore-style patterns"
+    )
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _gitignore_syntax(cls, patterns: list[str]) -> list[str]:
+        return check_patterns(patterns)
 
 
 class CdcSettings(BaseModel):
