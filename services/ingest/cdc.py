@@ -44,7 +44,7 @@ def unwrap(value: bytes) -> dict[str, Any]:
     """The Debezium envelope (before, after, source, op, ts_ms) from any of the encodings."""
     try:
         data = json.loads(value)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested thousands deep
         raise InvalidEvent(f"change event is not JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise InvalidEvent("change event is not a JSON object")
@@ -135,7 +135,7 @@ def translate(key: bytes | None, value: bytes | None, cdc: CdcSettings) -> RowCh
             return None
         try:
             raw_key = json.loads(key)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise InvalidEvent(f"tombstone key is not JSON: {exc}") from exc
         row = raw_key.get("payload", raw_key) if isinstance(raw_key, dict) else {}
         if not isinstance(row, dict):

@@ -69,7 +69,7 @@ def parse_push(provider: Provider, body: bytes, headers: Mapping[str, str]) -> P
     """Read a push payload as the provider documents it; 400 when it is not one."""
     try:
         payload: Any = json.loads(body)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested thousands deep
         raise WebhookRefused(400, f"body is not JSON: {exc}") from exc
     if not isinstance(payload, dict):
         raise WebhookRefused(400, "body is not a JSON object")

@@ -51,13 +51,13 @@ async def hooks(
 async def deliver(
     url: str,
     provider: str,
-    body: dict[str, Any],
+    body: dict[str, Any] | bytes,
     *,
     delivery: str | None = None,
     secret: str = SECRET,
     event: str | None = None,
 ) -> tuple[int, dict[str, Any]]:
-    raw = json.dumps(body).encode()
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
     delivery = delivery or str(uuid.uuid4())
     if provider == "github":
         headers = {
@@ -210,6 +210,9 @@ async def test_bad_signatures_unknown_repositories_and_other_events(
     assert status == 202 and "only pushes" in body["ignored"]
     status, body = await deliver(url, "github", {"ref": "refs/heads/main"})
     assert status == 400
+    deep = b'{"ref": ' + b"[" * 5000 + b"]" * 5000 + b"}"  # Python's parser recurses
+    status, body = await deliver(url, "github", deep)
+    assert status == 400 and "not JSON" in body["error"]
     async with p.pool.connection() as conn:
         cur = await conn.execute(
             "SELECT count(*) FROM ingest_documents WHERE source_id = %s", (f"gh-{p.tenant}",)

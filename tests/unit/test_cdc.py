@@ -118,3 +118,11 @@ def test_bad_records_are_invalid_events() -> None:
         translate(None, json.dumps(envelope("x", None, ROW)).encode(), CDC)
     with pytest.raises(InvalidEvent, match="id column"):
         translate(None, json.dumps(envelope("c", None, {"title": "t"})).encode(), CDC)
+
+
+def test_a_change_event_nested_thousands_deep_is_an_invalid_event() -> None:
+    deep = b'{"payload": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    with pytest.raises(InvalidEvent, match="not JSON"):
+        translate(None, deep, CDC)
+    with pytest.raises(InvalidEvent, match="not JSON"):
+        translate(deep, None, CDC)

@@ -110,3 +110,18 @@ def test_an_empty_default_acl_is_refused(tmp_path: Path) -> None:
 def test_the_demo_manifest_is_valid() -> None:
     (m,) = load_manifests([ROOT / "services/govindex/devstack/demo/manifests/handbook.yaml"])
     assert m.source_id == "handbook"
+
+
+@pytest.mark.parametrize("mode", ["structured", "binary"])
+def test_data_nested_thousands_deep_is_an_invalid_event_not_a_crash(mode: str) -> None:
+    deep = b"[" * 5000 + b"]" * 5000
+    attributes = {"specversion": "1.0", "id": "x", "type": events.DOCUMENT_DELETED, "source": "/s"}
+    if mode == "structured":
+        value = b'{"data": ' + deep + b", " + json.dumps(attributes).encode()[1:]
+        headers = [("content-type", b"application/cloudevents+json")]
+    else:
+        value = deep
+        headers = [(f"ce_{k}", v.encode()) for k, v in attributes.items()]
+        headers.append(("content-type", b"application/json"))
+    with pytest.raises(InvalidEvent):
+        decode(b"k", value, headers)

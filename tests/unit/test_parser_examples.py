@@ -295,3 +295,13 @@ def test_frontmatter_that_is_not_yaml_is_rejected_rather_than_ignored() -> None:
         MarkdownParser().parse("---\nacl: [group:hr\n---\n# Salaries\n")
     meta, start = split_frontmatter("---\nacl: [group:a]\n---\n# H\n")
     assert meta == {"acl": ["group:a"]} and start == len("---\nacl: [group:a]\n---\n")
+
+
+@pytest.mark.parametrize("name", sorted(PARSERS))
+def test_input_nested_thousands_deep_is_chunked_not_a_crash(name: str) -> None:
+    """Python's JSON and YAML loaders recurse: a hostile file must not become an event that
+    fails (and is retried) forever. It falls back to plain paragraphs, covered whole."""
+    text = "a: " + "[" * 5000 + "]" * 5000 + "\n"
+    parsed = PARSERS[name].parse(text)
+    assert parsed.chunks
+    assert "".join(c.text for c in parsed.chunks).replace("\n", "") == text.replace("\n", "")

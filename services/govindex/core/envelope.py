@@ -109,7 +109,7 @@ def decode(key: bytes | None, value: bytes | None, headers: list[tuple[str, byte
     if isinstance(data, bytes | str):
         try:
             data = json.loads(data)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested thousands deep
             raise InvalidEvent(f"event data is not JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise InvalidEvent("event data must be a JSON object")

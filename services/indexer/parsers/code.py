@@ -104,7 +104,7 @@ class YamlParser:
     def parse(self, text: str) -> ParsedDocument:
         try:
             docs = [d for d in yaml.safe_load_all(text) if d is not None]
-        except yaml.YAMLError:
+        except (yaml.YAMLError, RecursionError):  # not YAML, or nested too deep to build
             return _fallback(text, self.policy)
         lines = LineIndex(text).lines()
         separators = [off for off, line in lines if _YAML_DOC.match(line)]
@@ -173,7 +173,7 @@ class JsonParser:
     def parse(self, text: str) -> ParsedDocument:
         try:
             value = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to walk
             return _fallback(text, self.policy)
         if not isinstance(value, dict | list):
             return finalize(text, [Segment(0, len(text), ChunkKind.MODULE)], policy=self.policy)
