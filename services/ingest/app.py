@@ -3,7 +3,7 @@ ingest verbs that the CLI, the webhook receiver and the demo all call."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -253,14 +253,14 @@ async def reconcile_all(rt: Runtime) -> dict[str, str]:
 # --- long-running connectors --------------------------------------------------------------
 
 
-async def cdc_subscriptions(rt: Runtime) -> list[Subscription]:
-    """One subscription per Debezium topic named by a registered source's `cdc` section.
-
-    Sources registered later are picked up at the next start.
-    """
-    manifests = await rt.registry.cdc_sources()
+async def cdc_subscriptions(rt: Runtime, known: Collection[str] = ()) -> list[Subscription]:
+    """One subscription per Debezium topic named by a registered source's `cdc` section,
+    leaving out the consumers in `known` (already subscribed): the CDC worker asks again
+    every `cdc_rescan_s` and subscribes the sources registered since."""
+    manifests = [m for m in await rt.registry.cdc_sources() if f"{CDC}:{m.source_id}" not in known]
     if not manifests:
-        log.info("cdc.no_sources")
+        if not known:
+            log.info("cdc.no_sources")
         return []
     ports = CdcPorts(
         registry=rt.registry,

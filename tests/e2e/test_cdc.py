@@ -190,3 +190,42 @@ async def _scenario(p: Pipeline, cdc: Cdc, source: str) -> None:
     await cdc.ship()
     await settle(p, source, set())
     assert await query(p, "queue failover replica") == []
+
+
+async def test_a_cdc_source_registered_after_the_worker_started_is_picked_up(
+    idle_pipeline: Pipeline,
+) -> None:
+    """No restart: the CDC worker looks for new CDC sources every `cdc_rescan_s`."""
+    p = idle_pipeline
+    source, topic = f"late-{p.tenant}", f"{p.settings.namespace}.dbserver1.public.late"
+    assert p.settings.kafka_bootstrap
+    ensure_topics(p.settings.kafka_bootstrap, [topic], 1)
+    p.rt.settings = p.rt.settings.model_copy(update={"cdc_rescan_s": 0.5})
+    await p.start_workers()  # no CDC source registered yet
+    await p.register(
+        source_id=source,
+        source_type="cdc",
+        parser="markdown",
+        cdc={
+            "topic": topic,
+            "table": "public.late",
+            "id_columns": ["id"],
+            "text_template": "# {title}\n\n{body}\n",
+        },
+    )
+    row = {"id": 7, "title": "Rotation", "body": "Rotate the signing keys quarterly."}
+    change = {
+        "before": None,
+        "after": row,
+        "op": "c",
+        "source": {"connector": "postgresql", "table": "late", "lsn": 1000, "ts_ms": 1e12},
+        "ts_ms": 1e12,
+    }
+    producer = KafkaProducer(bootstrap_servers=p.settings.kafka_bootstrap)
+    try:
+        producer.send(topic, key=json.dumps({"id": 7}).encode(), value=json.dumps(change).encode())
+        producer.flush()
+    finally:
+        producer.close()
+    await settle(p, source, {"public.late/7"})
+    assert len(await query(p, "signing keys quarterly")) == 1

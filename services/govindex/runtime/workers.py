@@ -17,6 +17,7 @@ import structlog
 from govindex.adapters.faststream import Broker, new_broker, subscribe
 from govindex.adapters.kafka_lanes import LanePolicy, PartitionLanes
 from govindex.core.errors import TransientError
+from govindex.core.ports import EventPublisher
 from govindex.runtime.composition import Runtime
 from govindex.runtime.consumer import processor
 from govindex.runtime.lanes import batch_processor
@@ -58,6 +59,7 @@ class Workers:
     _lanes: list[PartitionLanes] = field(default_factory=list)
     _deletion_rt: Runtime | None = None
     _relay: asyncio.Task[None] | None = None
+    _cdc_watch: asyncio.Task[None] | None = None
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def start(self) -> int:
@@ -108,19 +110,7 @@ class Workers:
                     )
                 )
                 continue
-            broker = new_broker(self.rt.servers.kafka_bootstrap, f"govindex-{sub.name}")
-            on_delivery = processor(
-                sub.handle,
-                consumer=sub.consumer,
-                dead_letters_topic=dead_letters,
-                publisher=publisher,
-                dead_letters=self.rt.outbox,
-                raw=sub.raw,
-            )
-            subscribe(
-                broker, topic=sub.topic, group_id=sub.group, name=sub.name, on_delivery=on_delivery
-            )
-            self._brokers.append(broker)
+            self._brokers.append(self._broker(sub, publisher))
         # Each consumer joins its own group; joining in parallel halves start-up.
         await asyncio.gather(
             *(broker.start() for broker in self._brokers),
@@ -133,11 +123,51 @@ class Workers:
         self._relay = asyncio.create_task(
             relay_forever(self.rt.outbox, publisher, policy, self._stop), name="outbox-relay"
         )
+        if "cdc" in self.run:
+            known = {sub.consumer for sub in found}
+            self._cdc_watch = asyncio.create_task(self._watch_cdc(known, publisher))
         log.info("workers.started", workers=list(self.run), generation=generation)
         return generation
 
+    def _broker(self, sub: Subscription, publisher: EventPublisher) -> Broker:
+        """An event-at-a-time consumer of its own (started by the caller)."""
+        broker = new_broker(self.rt.servers.kafka_bootstrap, f"govindex-{sub.name}")
+        on_delivery = processor(
+            sub.handle,
+            consumer=sub.consumer,
+            dead_letters_topic=self.rt.settings.topics.dead_letters,
+            publisher=publisher,
+            dead_letters=self.rt.outbox,
+            raw=sub.raw,
+        )
+        subscribe(
+            broker, topic=sub.topic, group_id=sub.group, name=sub.name, on_delivery=on_delivery
+        )
+        return broker
+
+    async def _watch_cdc(self, known: set[str], publisher: EventPublisher) -> None:
+        """Subscribe CDC sources registered after the start, without a restart."""
+        from ingest.app import cdc_subscriptions
+
+        while not self._stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self.rt.settings.cdc_rescan_s)
+                return
+            try:
+                for sub in await cdc_subscriptions(self.rt, known):
+                    broker = self._broker(sub, publisher)
+                    await broker.start()
+                    self._brokers.append(broker)
+                    known.add(sub.consumer)
+            except Exception as exc:  # the registry or broker is away: try next round
+                log.warning("cdc.rescan_failed", error=str(exc))
+
     async def stop(self) -> None:
         self._stop.set()  # batches still failing give up (uncommitted, redelivered)
+        if self._cdc_watch is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._cdc_watch
+            self._cdc_watch = None
         for lanes in self._lanes:  # in-flight batches finish and commit
             await lanes.stop()
         self._lanes.clear()
