@@ -3,13 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,44 +13,11 @@ from reader.client import ReadApiError, SyncReadClient
 from reader.models import Pack, SearchRequest, Subject
 from tests.support.builders import MANIFEST_YAML
 from tests.support.pipeline import git
-from tests.support.stack import govindex, remove_stack_data
+from tests.support.stack import govindex
 
 pytestmark = pytest.mark.e2e
 
 MANIFEST = "source_id: handbook\nsource_type: git\n" + MANIFEST_YAML
-
-
-@pytest.fixture
-def running(tmp_path: Path) -> Iterator[Path]:
-    """`govindex up` in tmp_path with the default state dir; stopped with Ctrl-C (SIGINT)."""
-    up = subprocess.Popen(
-        [sys.executable, "-m", "govindex.cli.main", "up"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={k: v for k, v in os.environ.items() if not k.startswith("GOVINDEX_")},
-    )
-    try:
-        deadline = time.monotonic() + 120
-        assert up.stdout is not None
-        lines = []
-        while time.monotonic() < deadline:
-            line = up.stdout.readline()
-            lines.append(line)
-            if "Press Ctrl-C to stop" in line:
-                break
-            if not line and up.poll() is not None:
-                raise AssertionError("govindex up exited:\n" + "".join(lines))
-        assert (tmp_path / ".govindex" / "stack.json").exists()
-        yield tmp_path
-    finally:
-        up.send_signal(signal.SIGINT)
-        out, _ = up.communicate(timeout=60)
-    remove_stack_data(tmp_path / ".govindex")
-    assert up.returncode == 0, out
-    assert "stack stopped" in out
-    assert not (tmp_path / ".govindex" / "stack.json").exists()
 
 
 def wait_for(check: object, timeout: float = 60.0) -> None:

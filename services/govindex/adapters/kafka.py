@@ -9,7 +9,8 @@ play an outside producer. Workers and commands publish through the async publish
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import structlog
@@ -17,7 +18,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-from govindex.core.envelope import KafkaRecord
+from govindex.core.envelope import KafkaRecord, TopicRecord
 from govindex.core.errors import TransientError
 
 log = structlog.get_logger(__name__)
@@ -140,3 +141,77 @@ class OffsetReader:
             return out
         finally:
             committed_consumer.close()
+
+
+class TopicScanner:
+    """Reads a topic between offsets, partition by partition, with manual assignment (an
+    operator tool must never join, and so rebalance, a consumer group)."""
+
+    def __init__(self, bootstrap: str, *, idle_timeout_s: float = 15.0) -> None:
+        self._offsets = OffsetReader(bootstrap)
+        self._consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            enable_auto_commit=False,
+            client_id="govindex-scan",
+            max_poll_records=500,
+        )
+        self._idle_timeout_s = idle_timeout_s
+
+    def close(self) -> None:
+        self._consumer.close()
+        self._offsets.close()
+
+    def __enter__(self) -> TopicScanner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def bounds(self, topic: str) -> tuple[dict[int, int], dict[int, int]]:
+        """(first offset, end offset) of every partition: what a scan of it all covers."""
+        partitions = self._offsets.partitions(topic)
+        if not partitions:
+            raise TransientError(f"topic {topic!r} does not exist on the broker (yet)")
+        first = self._consumer.beginning_offsets(partitions)
+        return {tp.partition: int(first[tp]) for tp in partitions}, self._offsets.end_offsets(topic)
+
+    def read(
+        self, topic: str, start: Mapping[int, int], end: Mapping[int, int]
+    ) -> Iterator[TopicRecord]:
+        """Records of `topic` from `start` up to (not including) `end`, per partition in
+        offset order, partitions one after another."""
+        for partition in sorted(end):
+            position, stop = start.get(partition, 0), end[partition]
+            if position >= stop:
+                continue
+            tp = TopicPartition(topic, partition)
+            self._consumer.assign([tp])
+            self._consumer.seek(tp, position)
+            idle_since = time.monotonic()
+            while position < stop:
+                batch = self._consumer.poll(timeout_ms=500).get(tp, [])
+                if not batch:
+                    if time.monotonic() - idle_since > self._idle_timeout_s:
+                        raise TransientError(
+                            f"{topic}[{partition}] returned nothing at offset {position} "
+                            f"(end {stop}) for {self._idle_timeout_s:.0f} s; is the broker up?"
+                        )
+                    continue
+                idle_since = time.monotonic()
+                for m in batch:
+                    if m.offset >= stop:
+                        break
+                    position = m.offset + 1
+                    yield TopicRecord(
+                        topic,
+                        partition,
+                        m.offset,
+                        int(m.timestamp),
+                        m.key,
+                        m.value,
+                        [(k, bytes(v or b"")) for k, v in m.headers],
+                    )
+                else:
+                    continue
+                break
+        self._consumer.assign([])

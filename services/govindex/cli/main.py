@@ -8,7 +8,7 @@ from collections.abc import Callable
 import typer
 
 from govindex import __version__
-from govindex.cli import index, ingest, inspect, purge, read, sources, stack
+from govindex.cli import dlq, index, ingest, inspect, jobs, purge, read, sources, stack
 from govindex.cli.common import Failure, err
 from govindex.core.errors import GovindexError
 
@@ -60,6 +60,8 @@ def root(
 app.registered_commands += stack.app.registered_commands  # up, worker, bootstrap, demo
 app.add_typer(sources.app, name="source")
 app.add_typer(ingest.app, name="ingest")
+app.add_typer(dlq.app, name="dlq")
+app.add_typer(jobs.app, name="jobs")
 COMMANDS: dict[str, Callable[..., int]] = {
     "reconcile": ingest.reconcile_command,
     "delete": ingest.delete_command,

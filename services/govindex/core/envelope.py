@@ -59,6 +59,19 @@ class Delivery:
         return f"{self.topic}/{self.partition}/{self.offset}"
 
 
+@dataclass(frozen=True)
+class TopicRecord:
+    """A record read back from a topic by an operator tool (no consumer group)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]]
+
+
 def encode(
     *,
     event_type: str,

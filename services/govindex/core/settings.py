@@ -25,6 +25,7 @@ class Topics(BaseModel):
     tombstones: str
     receipts: str
     dead_letters: str
+    quarantine: str  # dead letters that failed every redrive: kept, never consumed
 
     @classmethod
     def for_namespace(cls, namespace: str) -> Topics:
@@ -34,6 +35,7 @@ class Topics(BaseModel):
             tombstones=f"{namespace}.tombstones",
             receipts=f"{namespace}.receipts",
             dead_letters=f"{namespace}.dead-letters",
+            quarantine=f"{namespace}.quarantine",
         )
 
     def all(self) -> list[str]:
@@ -43,6 +45,7 @@ class Topics(BaseModel):
             self.tombstones,
             self.receipts,
             self.dead_letters,
+            self.quarantine,
         ]
 
 

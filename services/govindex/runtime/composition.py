@@ -22,6 +22,7 @@ from govindex.adapters.postgres.deliveries import PostgresDeliveries
 from govindex.adapters.postgres.documents import PostgresChunkStore
 from govindex.adapters.postgres.generations import PostgresGenerations
 from govindex.adapters.postgres.ingest_state import PostgresIngestState
+from govindex.adapters.postgres.jobs import PostgresJobs
 from govindex.adapters.postgres.lineage import PostgresLineage
 from govindex.adapters.postgres.outbox import PostgresOutbox
 from govindex.adapters.postgres.pool import open_pool
@@ -49,6 +50,7 @@ class Runtime:
     ingest_state: PostgresIngestState
     deliveries: PostgresDeliveries
     generations: PostgresGenerations
+    jobs: PostgresJobs
 
     def __init__(
         self, settings: Settings, *, pool_size: int = 8, index: OpenSearchIndex | None = None
@@ -86,6 +88,7 @@ class Runtime:
         self.ingest_state = PostgresIngestState(pool)
         self.deliveries = PostgresDeliveries(pool)
         self.generations = PostgresGenerations(pool, self.settings.index_alias)
+        self.jobs = PostgresJobs(pool)
         return self
 
     async def __aexit__(

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
+from govindex.core.deadletters import CONSUMER_HEADER, ERROR_HEADER, ORIGIN_HEADER, REASON_HEADER
 from govindex.core.envelope import Delivery, KafkaRecord
 from govindex.core.errors import PermanentError
-
-REASON_HEADER = "govindex-dlq-reason"
-ERROR_HEADER = "govindex-dlq-error"
-CONSUMER_HEADER = "govindex-dlq-consumer"
-ORIGIN_HEADER = "govindex-dlq-origin"
 
 
 def dead_letter(delivery: Delivery, error: PermanentError, consumer: str) -> KafkaRecord:

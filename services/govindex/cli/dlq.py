@@ -1,0 +1,173 @@
+"""`govindex dlq list|show|redrive`: dead letters with their reasons, and redrives as jobs."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from datetime import datetime
+from typing import Annotated, Any
+
+import typer
+
+from govindex.cli.common import (
+    DEFAULT_DIR,
+    JsonLines,
+    LogLevel,
+    StateDir,
+    aware_datetime,
+    console,
+    print_table,
+    setup,
+    when,
+    with_runtime,
+)
+from govindex.cli.jobs import Execute, Rate, job_progress, report
+from govindex.core.deadletters import MAX_REDRIVES, Filter
+from govindex.runtime.dlq import REDRIVE, Listed, list_letters, show_letter
+from govindex.runtime.jobs import start_job
+
+app = typer.Typer(
+    help="Dead letters: records a consumer could not apply, kept with the reason. List and "
+    f"inspect them; redrive them to their topic once the cause is fixed (after {MAX_REDRIVES} "
+    "failed redrives a record is quarantined instead).",
+    no_args_is_help=True,
+)
+
+Reason = Annotated[
+    str | None,
+    typer.Option("--reason", help="Only this reason, e.g. invalid_event, unknown_source."),
+]
+Consumer = Annotated[
+    str | None, typer.Option("--consumer", help="Only those this consumer failed, e.g. indexer.")
+]
+Since = Annotated[
+    datetime | None,
+    typer.Option(
+        "--since",
+        metavar="TIME",
+        parser=aware_datetime,
+        help="Only those dead-lettered at or after TIME (ISO 8601 with a zone).",
+    ),
+]
+Max = Annotated[int | None, typer.Option("--max", min=1, help="At most this many.")]
+
+
+def _flt(reason: str | None, consumer: str | None, since: datetime | None) -> Filter:
+    return Filter(reason=reason, consumer=consumer, since=since)
+
+
+def _summary(item: Listed) -> dict[str, Any]:
+    x = item.letter
+    return {
+        "position": x.position,
+        "dead_lettered_at": when(x.at),
+        "consumer": x.consumer,
+        "reason": x.reason,
+        "origin": x.header("govindex-dlq-origin"),
+        "event_id": x.event_id,
+        "type": x.header("ce_type"),
+        "redrives": x.redrives,
+        "handled": item.handled or "",
+        "error": x.error,
+    }
+
+
+@app.command("list")
+def list_command(
+    reason: Reason = None,
+    consumer: Consumer = None,
+    since: Since = None,
+    max_: Max = 100,
+    as_json: JsonLines = False,
+    state_dir: StateDir = DEFAULT_DIR,
+    log_level: LogLevel = "WARNING",
+) -> int:
+    """Dead letters, oldest first, with why they failed and what a redrive did with them.
+
+    govindex dlq list
+    govindex dlq list --reason unknown_source --since 2025-03-01T00:00:00Z --json
+    """
+    settings = setup(state_dir, log_level)
+    found = with_runtime(
+        settings, lambda rt: list_letters(rt, _flt(reason, consumer, since), max_ or 100)
+    )
+    rows = [_summary(item) for item in found]
+    if as_json:
+        for row in rows:
+            console.print(json.dumps(row), soft_wrap=True)
+        return 0
+    header = ["position", "dead-lettered", "consumer", "reason", "redrives", "handled", "error"]
+    keys = ["position", "dead_lettered_at", "consumer", "reason", "redrives", "handled"]
+    print_table(header, ([*(str(r[k]) for k in keys), str(r["error"])[:80]] for r in rows))
+    return 0
+
+
+@app.command("show")
+def show_command(
+    position: Annotated[
+        str, typer.Argument(metavar="PARTITION:OFFSET", help="From `govindex dlq list`.")
+    ],
+    state_dir: StateDir = DEFAULT_DIR,
+    log_level: LogLevel = "WARNING",
+) -> int:
+    """One dead letter in full: every header, the key and the value."""
+    try:
+        partition, offset = (int(part) for part in position.split(":"))
+    except ValueError:
+        raise typer.BadParameter(f"{position!r} is not PARTITION:OFFSET, e.g. 0:42") from None
+    settings = setup(state_dir, log_level)
+    item = with_runtime(settings, lambda rt: show_letter(rt, partition, offset))
+    x = item.letter
+    value: Any = (x.value or b"").decode(errors="replace")
+    with contextlib.suppress(ValueError, RecursionError):  # shown as JSON when it is
+        value = json.loads(value)
+    shown = {
+        **_summary(item),
+        "key": (x.key or b"").decode(errors="replace"),
+        "headers": {k: v.decode(errors="replace") for k, v in x.headers},
+        "value": value,
+    }
+    console.print(json.dumps(shown, indent=2), soft_wrap=True)
+    return 0
+
+
+@app.command("redrive")
+def redrive_command(
+    reason: Reason = None,
+    consumer: Consumer = None,
+    since: Since = None,
+    max_: Max = None,
+    rate: Rate = None,
+    execute: Execute = False,
+    state_dir: StateDir = DEFAULT_DIR,
+    log_level: LogLevel = "WARNING",
+) -> int:
+    """Publish dead letters to the topic they came from again, as a job.
+
+    Dry run by default: counts what would be redriven and what quarantined (a record that
+    already failed 3 redrives goes to the quarantine topic). Each dead letter is handled by
+    one redrive only; a job stopped half-way continues with `govindex jobs resume ID`.
+
+        govindex dlq redrive --reason unknown_source
+        govindex dlq redrive --reason unknown_source --rate 50 --execute
+    """
+    settings = setup(state_dir, log_level)
+    args = {
+        "reason": reason,
+        "consumer": consumer,
+        "since": since.isoformat() if since else None,
+        "max": max_,
+    }
+    with job_progress("redrive") as progress:
+        job = with_runtime(
+            settings,
+            lambda rt: start_job(
+                rt,
+                REDRIVE,
+                {k: v for k, v in args.items() if v is not None},
+                dry_run=not execute,
+                rate=rate,
+                progress=progress,
+            ),
+        )
+    return report(job)

@@ -1,0 +1,106 @@
+"""Running jobs: who runs them, how a command starts one, how `jobs resume` continues one.
+
+A job runs in the process of the command that started it (or resumed it), step by step;
+each step commits its effect with the checkpoint and reads back the job's state and rate,
+so `govindex jobs pause|cancel|rate` from another terminal take effect at the next step.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import structlog
+
+from govindex.core.jobs import Job, JobError, JobState
+from govindex.runtime.composition import Runtime
+
+log = structlog.get_logger(__name__)
+
+# done, total: what a command shows in its progress bar.
+Progress = Callable[[int, int | None], None]
+Runner = Callable[[Runtime, Job, Progress], Awaitable[Job]]
+
+
+def runner_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def requester() -> str:
+    """Who asked: GOVINDEX_OPERATOR, else the login name."""
+    found = os.environ.get("GOVINDEX_OPERATOR")
+    if found:
+        return found
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+def _runners() -> dict[str, Runner]:
+    from govindex.runtime.dlq import REDRIVE, run_redrive
+
+    return {REDRIVE: run_redrive}
+
+
+async def start_job(
+    rt: Runtime,
+    kind: str,
+    args: Mapping[str, Any],
+    *,
+    dry_run: bool,
+    rate: float | None,
+    progress: Progress,
+) -> Job:
+    """Record a job and run it here to the end (or until paused or cancelled)."""
+    job = await rt.jobs.create(
+        kind, args, requested_by=requester(), dry_run=dry_run, rate=rate, runner=runner_id()
+    )
+    log.info("job.started", job=job.id, kind=kind, dry_run=dry_run, args=dict(args))
+    return await _run(rt, job, progress)
+
+
+def _gone(runner: str | None) -> bool:
+    """Whether `runner` (host:pid) is a process of this host that no longer exists."""
+    host, _, pid = (runner or "").rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # exists, another user's
+        return False
+    return False
+
+
+async def resume_job(rt: Runtime, job_id: int, progress: Progress) -> Job:
+    """Continue a paused or failed job, or one whose process died, from its checkpoint.
+
+    A job still `running` is taken over once its heartbeat is stale, or at once when its
+    process was on this host and is gone."""
+    current = await rt.jobs.get(job_id)
+    dead = current is not None and _gone(current.runner)
+    job = await rt.jobs.claim(job_id, runner_id(), runner_gone=dead)
+    log.info("job.resumed", job=job.id, kind=job.kind, checkpoint=job.checkpoint)
+    return await _run(rt, job, progress)
+
+
+async def _run(rt: Runtime, job: Job, progress: Progress) -> Job:
+    runner = _runners().get(job.kind)
+    if runner is None:
+        raise JobError(f"job {job.id} is a {job.kind!r} job, which this version cannot run")
+    try:
+        finished = await runner(rt, job, progress)
+    except BaseException as exc:
+        # Interrupted (Ctrl-C) or failed: a failure is recorded; an interruption leaves the
+        # job running with a stale heartbeat, so `jobs resume` can take it over.
+        if isinstance(exc, Exception):
+            await rt.jobs.set_state(job.id, JobState.FAILED, error=str(exc)[:2000])
+            log.error("job.failed", job=job.id, error=str(exc))
+        raise
+    log.info("job.stopped", job=job.id, state=finished.state.value, counts=finished.counts)
+    return finished

@@ -1,0 +1,184 @@
+"""Operator jobs against a running `govindex up`, from a second terminal: dead letters
+listed, redriven as a job (dry run first), quarantined after three failed redrives, and a
+redrive killed half-way resumed from its checkpoint without redriving anything twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from govindex.adapters.kafka import KafkaEventPublisher
+from govindex.core import events
+from govindex.core.deadletters import JOB_HEADER, REDRIVES_HEADER
+from govindex.core.envelope import encode_document_event
+from govindex.core.events import DocumentChanged
+from govindex.core.hashing import sha256_hex
+from tests.support.pipeline import read_topic
+from tests.support.stack import govindex
+
+pytestmark = pytest.mark.e2e
+
+
+def stack_of(root: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((root / ".govindex" / "stack.json").read_text())
+    return data
+
+
+def poison(stack: dict[str, Any], source: str, docs: range) -> None:
+    """Document events of a source nobody registered: the indexer dead-letters each one."""
+    with KafkaEventPublisher(stack["kafka_bootstrap"]) as publisher:
+        for n in docs:
+            text = f"# Doc {n}\n\nbody {n}\n"
+            body = DocumentChanged(
+                tenant_id="acme",
+                source_id=source,
+                doc_id=f"d{n}.md",
+                source_version="v1",
+                sequence=1,
+                observed_at=datetime.now(UTC),
+                content_hash=sha256_hex(text),
+                content=text,
+                path=f"d{n}.md",
+            )
+            record = encode_document_event(events.DOCUMENT_CREATED, body, op="created")
+            publisher.publish(f"{stack['namespace']}.documents", record)
+        publisher.flush()
+
+
+def letters(root: Path, *args: str) -> list[dict[str, Any]]:
+    out = govindex(root, "dlq", "list", "--json", "--max", "1000", *args).stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def wait_letters(root: Path, want: int, *args: str, timeout: float = 90) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    found: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        found = letters(root, *args)
+        if len(found) >= want:
+            return found
+        time.sleep(1)
+    raise AssertionError(f"{len(found)} dead letters after {timeout} s, wanted {want}")
+
+
+def job_of(root: Path, output: str) -> dict[str, Any]:
+    job_id = output.split()[1]  # "job 7 (dlq-redrive, ...) succeeded: ..."
+    shown: dict[str, Any] = json.loads(govindex(root, "jobs", "show", job_id).stdout)
+    return shown
+
+
+def test_a_poison_record_is_redriven_three_times_then_quarantined(running: Path) -> None:
+    root, stack = running, stack_of(running)
+    poison(stack, "ghost", range(1))
+    [letter] = wait_letters(root, 1, "--reason", "unknown_source")
+    assert letter["consumer"] == "indexer" and letter["redrives"] == 0
+    assert "ghost" in letter["error"] and letter["handled"] == ""
+    shown = json.loads(govindex(root, "dlq", "show", letter["position"]).stdout)
+    assert shown["value"]["source_id"] == "ghost"  # binary mode: the value is the data
+    assert shown["headers"]["govindex-dlq-reason"] == "unknown_source"
+
+    for attempt in range(1, 4):
+        dry = govindex(root, "dlq", "redrive", "--reason", "unknown_source").stdout
+        assert "dry run" in dry and "1 redrive" in dry, dry
+        assert len(letters(root)) == attempt  # a dry run publishes nothing
+        done = govindex(root, "dlq", "redrive", "--reason", "unknown_source", "--execute")
+        job = job_of(root, done.stdout)
+        assert job["state"] == "succeeded" and job["dry_run"] is False
+        earlier = {"already_handled": attempt - 1} if attempt > 1 else {}
+        assert job["counts"] == {"redriven": 1, **earlier}
+        # The source is still unknown: the record fails again, one redrive further on.
+        found = wait_letters(root, attempt + 1)
+        assert [x["redrives"] for x in found] == list(range(attempt + 1))
+        assert [x["handled"] for x in found] == ["redrive"] * attempt + [""]
+
+    dry = govindex(root, "dlq", "redrive").stdout
+    assert "1 quarantine" in dry and "3 already handled" in dry, dry
+    done = govindex(root, "dlq", "redrive", "--execute")
+    assert job_of(root, done.stdout)["counts"] == {"quarantined": 1, "already_handled": 3}
+    deadline = time.monotonic() + 60
+    while not (kept := read_topic(stack["kafka_bootstrap"], f"{stack['namespace']}.quarantine")):
+        assert time.monotonic() < deadline, "nothing reached the quarantine topic"
+        time.sleep(0.5)
+    assert [dict(r.headers)[REDRIVES_HEADER] for r in kept] == [b"3"]
+    time.sleep(3)  # no fifth dead letter: the record stopped looping
+    assert [x["handled"] for x in letters(root)] == ["redrive"] * 3 + ["quarantine"]
+    again = govindex(root, "dlq", "redrive", "--execute").stdout
+    assert "4 already handled" in again, again
+
+
+def test_a_redrive_killed_half_way_resumes_from_its_checkpoint(running: Path) -> None:
+    """SIGKILL the command running the job; `jobs resume` finishes it, and every dead letter
+    was redriven exactly once across the two processes."""
+    root, stack = running, stack_of(running)
+    total = 40
+    poison(stack, "ghost2", range(total))
+    wait_letters(root, total, "--reason", "unknown_source")
+    command = [sys.executable, "-m", "govindex.cli.main", "dlq", "redrive", "--execute"]
+    redrive = subprocess.Popen(
+        [*command, "--reason", "unknown_source", "--rate", "8"],
+        cwd=root,
+        env={k: v for k, v in os.environ.items() if not k.startswith("GOVINDEX_")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        job = wait_job(stack, lambda j: j["done"] >= 12)
+        os.kill(redrive.pid, signal.SIGKILL)
+        redrive.wait(timeout=30)
+    finally:
+        if redrive.poll() is None:
+            redrive.kill()
+    killed = wait_job(stack, lambda j: True)
+    assert killed["state"] == "running" and 12 <= killed["done"] < total, killed
+    assert govindex(root, "jobs", "list").stdout.count("running") == 1
+
+    resumed = govindex(root, "jobs", "resume", str(job["id"])).stdout
+    assert "succeeded" in resumed, resumed
+    final = json.loads(govindex(root, "jobs", "show", str(job["id"])).stdout)
+    assert final["done"] == total and final["counts"] == {"redriven": total}
+    with psycopg.connect(stack["pg_dsn"]) as conn:
+        acted = conn.execute(
+            'SELECT count(*), count(DISTINCT (partition, "offset")) FROM dead_letter_actions '
+            "WHERE job_id = %s",
+            (job["id"],),
+        ).fetchone()
+    assert acted == (total, total)
+    deadline = time.monotonic() + 60
+    while True:  # the relay publishes each redriven record once
+        sent = [
+            r
+            for r in read_topic(stack["kafka_bootstrap"], f"{stack['namespace']}.documents")
+            if dict(r.headers).get(JOB_HEADER) == str(job["id"]).encode()
+        ]
+        if len(sent) >= total or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    ids = [dict(r.headers)["ce_id"] for r in sent]
+    assert len(ids) == total and len(set(ids)) == total
+
+
+def wait_job(stack: dict[str, Any], ready: Any, timeout: float = 90) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with psycopg.connect(stack["pg_dsn"]) as conn:
+            row = conn.execute(
+                "SELECT id, state, done, total FROM jobs WHERE kind = 'dlq-redrive' "
+                "ORDER BY id DESC LIMIT 1"
+            ).fetchone()
+        if row is not None:
+            job = dict(zip(("id", "state", "done", "total"), row, strict=True))
+            if ready(job):
+                return job
+        time.sleep(0.2)
+    raise AssertionError("the redrive job did not get there")
