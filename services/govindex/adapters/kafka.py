@@ -215,3 +215,119 @@ class TopicScanner:
                     continue
                 break
         self._consumer.assign([])
+
+
+class GroupOffsets:
+    """A consumer group's committed offsets: read, and set while the group is empty
+    (what `kafka-consumer-groups --reset-offsets` does), with manual assignment only."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self._bootstrap = bootstrap
+        self._offsets = OffsetReader(bootstrap)
+        self._admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="govindex-offsets")
+        self._consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap, enable_auto_commit=False, client_id="govindex-offsets"
+        )
+
+    def close(self) -> None:
+        for client in (self._consumer, self._admin):
+            with contextlib.suppress(Exception):
+                client.close()
+        self._offsets.close()
+
+    def __enter__(self) -> GroupOffsets:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def partitions(self, topic: str) -> list[int]:
+        return [tp.partition for tp in self._offsets.partitions(topic)]
+
+    def bounds(self, topic: str) -> tuple[dict[int, int], dict[int, int]]:
+        """(first, end) offset of every partition (end: one past the last record)."""
+        tps = self._offsets.partitions(topic)
+        if not tps:
+            raise TransientError(f"topic {topic!r} does not exist on the broker")
+        first = self._consumer.beginning_offsets(tps)
+        return {tp.partition: int(first[tp]) for tp in tps}, self._offsets.end_offsets(topic)
+
+    def committed(self, group: str, topic: str) -> dict[int, int | None]:
+        try:
+            found = self._admin.list_group_offsets({group: None}).get(group, {})
+        except KafkaError as exc:
+            raise TransientError(f"cannot read group {group!r} offsets: {exc}") from exc
+        return {
+            p: (int(found[tp].offset) if tp in found and found[tp].offset >= 0 else None)
+            for p in self.partitions(topic)
+            for tp in [TopicPartition(topic, p)]
+        }
+
+    def at_time(self, topic: str, partitions: Iterable[int], ms: int) -> dict[int, int | None]:
+        """The first offset at or after `ms` per partition (None: nothing that late)."""
+        query = {TopicPartition(topic, p): ms for p in partitions}
+        found = self._consumer.offsets_for_times(query)
+        return {tp.partition: (int(v.offset) if v is not None else None) for tp, v in found.items()}
+
+    def members(self, group: str) -> int | None:
+        """How many members the group has; None when the broker does not say."""
+        try:
+            described = self._admin.describe_groups([group])
+        except Exception:  # some Kafka-compatible brokers answer what kafka-python cannot read
+            return None
+        info = described.get(group) or {}
+        return len(info.get("members") or [])
+
+    def commit(self, group: str, topic: str, offsets: Mapping[int, int]) -> dict[int, str]:
+        """Set the group's offsets; per partition the broker's refusal, if any (a group with
+        live members refuses: UnknownMemberId, RebalanceInProgress and the like)."""
+        from kafka.structs import OffsetAndMetadata
+
+        wanted = {
+            TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()
+        }
+        try:
+            answer = self._admin.alter_group_offsets(group, wanted)
+        except KafkaError as exc:
+            return {p: type(exc).__name__ for p in offsets}
+        return {
+            tp.partition: getattr(error, "__name__", str(error))
+            for tp, error in answer.items()
+            if getattr(error, "__name__", "") != "NoError"
+        }
+
+    def commit_as_member(
+        self, group: str, topic: str, offsets: Mapping[int, int], timeout_s: float = 90.0
+    ) -> None:
+        """Commit by joining the group as its only member, then leaving it.
+
+        For brokers that refuse an outside commit to a group whose members have all left
+        (the embedded broker keeps such a group non-empty): only called once govindex's own
+        workers of the group are known paused. The join waits for departed members to
+        time out; it fails if anyone else is assigned a partition.
+        """
+        from kafka.structs import OffsetAndMetadata
+
+        consumer = KafkaConsumer(
+            bootstrap_servers=self._bootstrap,
+            group_id=group,
+            enable_auto_commit=False,
+            client_id="govindex-offsets-reset",
+        )
+        try:
+            consumer.subscribe([topic])
+            deadline = time.monotonic() + timeout_s
+            while not consumer.assignment():
+                if time.monotonic() > deadline:
+                    raise TransientError(f"could not join {group} within {timeout_s:.0f} s")
+                consumer.poll(timeout_ms=200, max_records=1)
+            held = {tp.partition for tp in consumer.assignment()}
+            if not set(offsets) <= held:
+                raise TransientError(
+                    f"another member of {group} holds partitions {sorted(set(offsets) - held)}"
+                )
+            consumer.commit(
+                {TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()}
+            )
+        finally:
+            consumer.close()

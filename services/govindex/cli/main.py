@@ -8,7 +8,7 @@ from collections.abc import Callable
 import typer
 
 from govindex import __version__
-from govindex.cli import dlq, index, ingest, inspect, jobs, purge, read, sources, stack
+from govindex.cli import dlq, index, ingest, inspect, jobs, offsets, purge, read, sources, stack
 from govindex.cli.common import Failure, err
 from govindex.core.errors import GovindexError
 
@@ -62,6 +62,7 @@ app.add_typer(sources.app, name="source")
 app.add_typer(ingest.app, name="ingest")
 app.add_typer(dlq.app, name="dlq")
 app.add_typer(jobs.app, name="jobs")
+app.add_typer(offsets.app, name="offsets")
 COMMANDS: dict[str, Callable[..., int]] = {
     "reconcile": ingest.reconcile_command,
     "delete": ingest.delete_command,

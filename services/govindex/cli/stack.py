@@ -73,7 +73,12 @@ def up(
 def worker(
     names: Annotated[
         list[str] | None,
-        typer.Argument(help="Any of indexer, purger, cdc, webhooks, reader.", show_default=False),
+        typer.Argument(
+            help="Any of indexer, purger, cdc, webhooks, reader; or `pause KIND` / "
+            "`resume KIND` (indexer, purger, cdc) to stop or restart that kind's consumers "
+            "in every running process.",
+            show_default=False,
+        ),
     ] = None,
     webhook_host: Annotated[
         str, typer.Option(help="Address the webhook receiver listens on.")
@@ -94,8 +99,17 @@ def worker(
     `webhooks` is the public listener (signed webhooks only); `reader` is the read API on
     GOVINDEX_READ_HOST:GOVINDEX_READ_PORT, which refuses to start without
     GOVINDEX_READ_TOKENS. Keep it on an internal network.
+
+    `govindex worker pause indexer` sets a flag every worker process obeys within
+    GOVINDEX_CONTROL_POLL_S: its indexer consumers finish their batches, commit and leave
+    their groups (so `govindex offsets reset` may move them); it returns once every live
+    process reports it. `govindex worker resume indexer` starts them again.
     """
     settings = setup(state_dir, log_level)
+    if names and names[0] in ("pause", "resume"):
+        from govindex.cli.offsets import pause_or_resume
+
+        return pause_or_resume(names[0], names[1:], settings)
     chosen = _names(names or ["indexer", "purger"])
     port = webhook_port if "webhooks" in chosen else None
     consumers = tuple(n for n in chosen if n not in ("webhooks", "reader"))

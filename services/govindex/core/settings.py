@@ -98,6 +98,8 @@ class Settings(BaseSettings):
     bulk_timeout_s: float = Field(default=120.0, gt=0)
     # The CDC worker looks for CDC sources registered since it started this often.
     cdc_rescan_s: float = Field(default=10.0, gt=0)
+    # Workers read `govindex worker pause|resume` flags and write a heartbeat this often.
+    control_poll_s: float = Field(default=2.0, gt=0)
     # The read API (internal listener): bearer token -> tenants it may read and register
     # lineage for, e.g. GOVINDEX_READ_TOKENS='{"s3cret": ["acme"]}' ("*": every tenant).
     read_tokens: dict[str, list[str]] = Field(default_factory=dict)

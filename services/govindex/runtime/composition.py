@@ -18,6 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 from govindex.adapters.embedder import WordLlamaEmbedder
 from govindex.adapters.kafka_async import AsyncKafkaPublisher
 from govindex.adapters.opensearch import BulkPolicy, OpenSearchIndex
+from govindex.adapters.postgres.controls import PostgresControls
 from govindex.adapters.postgres.deliveries import PostgresDeliveries
 from govindex.adapters.postgres.documents import PostgresChunkStore
 from govindex.adapters.postgres.generations import PostgresGenerations
@@ -51,6 +52,7 @@ class Runtime:
     deliveries: PostgresDeliveries
     generations: PostgresGenerations
     jobs: PostgresJobs
+    controls: PostgresControls
 
     def __init__(
         self, settings: Settings, *, pool_size: int = 8, index: OpenSearchIndex | None = None
@@ -89,6 +91,7 @@ class Runtime:
         self.deliveries = PostgresDeliveries(pool)
         self.generations = PostgresGenerations(pool, self.settings.index_alias)
         self.jobs = PostgresJobs(pool)
+        self.controls = PostgresControls(pool)
         return self
 
     async def __aexit__(

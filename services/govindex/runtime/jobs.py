@@ -42,8 +42,9 @@ def requester() -> str:
 
 def _runners() -> dict[str, Runner]:
     from govindex.runtime.dlq import REDRIVE, run_redrive
+    from govindex.runtime.offsets import RESET, run_reset
 
-    return {REDRIVE: run_redrive}
+    return {REDRIVE: run_redrive, RESET: run_reset}
 
 
 async def start_job(

@@ -1,8 +1,11 @@
 """Workers of one process: consumers on their topics and the outbox relay, started together.
 
 Each service's `app.py` says what it subscribes (`Subscription`s built from a Runtime);
-this module gives each a FastStream broker (one consumer group per subscription), runs
-every record through `runtime.consumer.process`, and relays the outbox.
+this module gives each a FastStream broker (one consumer group per subscription) or
+per-partition lanes (batched consumers), runs every record through the consumer loop, and
+relays the outbox. `govindex worker pause KIND` is a flag in Postgres: every process stops
+that kind's consumers (in-flight batches finish and commit; the groups empty, so their
+offsets can be reset) and starts them again on `resume`.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from govindex.core.errors import TransientError
 from govindex.core.ports import EventPublisher
 from govindex.runtime.composition import Runtime
 from govindex.runtime.consumer import processor
+from govindex.runtime.jobs import runner_id
 from govindex.runtime.lanes import batch_processor
 from govindex.runtime.relay import RelayPolicy, relay_forever
 from govindex.runtime.subscription import Subscription
@@ -48,6 +52,9 @@ async def subscriptions(rt: Runtime, names: Sequence[str], generation: int) -> l
     return found
 
 
+Consumer = Broker | PartitionLanes
+
+
 @dataclass
 class Workers:
     """Consumers and the outbox relay of one process, on one Runtime."""
@@ -55,11 +62,16 @@ class Workers:
     rt: Runtime
     run: tuple[str, ...] = WORKERS
     relay: RelayPolicy | None = None  # default: from settings
-    _brokers: list[Broker] = field(default_factory=list)
-    _lanes: list[PartitionLanes] = field(default_factory=list)
+    _consumers: dict[str, list[Consumer]] = field(default_factory=dict)  # by worker kind
+    _halts: dict[str, asyncio.Event] = field(default_factory=dict)
+    _paused: set[str] = field(default_factory=set)
+    _known_cdc: set[str] = field(default_factory=set)
+    _generation: int = 0
+    _publisher: EventPublisher | None = None
     _deletion_rt: Runtime | None = None
     _relay: asyncio.Task[None] | None = None
-    _cdc_watch: asyncio.Task[None] | None = None
+    _background: list[asyncio.Task[None]] = field(default_factory=list)
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def start(self) -> int:
@@ -70,64 +82,85 @@ class Workers:
                 f"the index alias {self.rt.settings.index_alias!r} does not exist; run "
                 "`govindex up`, `govindex bootstrap` or `govindex reindex` first"
             )
-        publisher = await self.rt.publisher()
-        dead_letters = self.rt.settings.topics.dead_letters
+        self._generation = generation
+        self._publisher = await self.rt.publisher()
         settings = self.rt.settings
+        if "indexer" in self.run:  # the deletion lane, on Postgres connections of its own
+            # Its own Postgres pool; the same OpenSearch client, so its purges go first.
+            deletion_rt = Runtime(settings, pool_size=3, index=self.rt.index)
+            self._deletion_rt = await deletion_rt.__aenter__()
+        self._paused = await self.rt.controls.paused() & set(self.run)
+        # Each consumer joins its own group; joining in parallel halves start-up.
+        await asyncio.gather(*(self._start_kind(k) for k in self.run if k not in self._paused))
+        policy = self.relay or RelayPolicy(
+            republish_after_s=settings.republish_after_s,
+            republish_on_start=settings.republish_on_start,
+        )
+        self._relay = asyncio.create_task(
+            relay_forever(self.rt.outbox, self._publisher, policy, self._stop),
+            name="outbox-relay",
+        )
+        self._background.append(asyncio.create_task(self._obey(), name="worker-controls"))
+        if "cdc" in self.run:
+            self._background.append(asyncio.create_task(self._watch_cdc(), name="cdc-rescan"))
+        log.info(
+            "workers.started",
+            workers=list(self.run),
+            paused=sorted(self._paused),
+            generation=generation,
+        )
+        return generation
+
+    async def _start_kind(self, kind: str) -> None:
+        """Build and start the consumers of one worker kind."""
+        from govindex.runtime.deletions import deletion_subscription
+
+        assert self._publisher is not None
+        settings = self.rt.settings
+        halt = self._halts[kind] = asyncio.Event()
+        found = await subscriptions(self.rt, (kind,), self._generation)
+        if kind == "indexer" and self._deletion_rt is not None:
+            found.append(deletion_subscription(self._deletion_rt, self._generation))
+        if kind == "cdc":
+            self._known_cdc = {sub.consumer for sub in found}
         lane_policy = LanePolicy(
             max_events=settings.batch_max_events,
             max_bytes=settings.batch_max_bytes,
             linger_s=settings.batch_linger_ms / 1000,
             queue_events=max(settings.lane_queue_events, settings.batch_max_events),
         )
-        found = await subscriptions(self.rt, self.run, generation)
-        if "indexer" in self.run:  # the deletion lane, on Postgres connections of its own
-            from govindex.runtime.deletions import deletion_subscription
-
-            # Its own Postgres pool; the same OpenSearch client, so its purges go first.
-            deletion_rt = Runtime(settings, pool_size=3, index=self.rt.index)
-            self._deletion_rt = await deletion_rt.__aenter__()
-            found.append(deletion_subscription(self._deletion_rt, generation))
+        consumers: list[Consumer] = []
         for sub in found:
-            if sub.batched:
-                on_batch = batch_processor(
-                    sub.handle,
-                    consumer=sub.consumer,
-                    dead_letters_topic=dead_letters,
-                    publisher=publisher,
-                    dead_letters=self.rt.outbox,
-                    stopping=self._stop,
-                )
-                self._lanes.append(
-                    PartitionLanes(
-                        self.rt.servers.kafka_bootstrap,
-                        topic=sub.topic,
-                        group_id=sub.group,
-                        client_id=f"govindex-{sub.name}",
-                        on_batch=on_batch,
-                        policy=DELETION_LANE
-                        if sub.topic == settings.topics.deletions
-                        else lane_policy,
-                    )
-                )
+            if not sub.batched:
+                consumers.append(self._broker(sub, self._publisher))
                 continue
-            self._brokers.append(self._broker(sub, publisher))
-        # Each consumer joins its own group; joining in parallel halves start-up.
-        await asyncio.gather(
-            *(broker.start() for broker in self._brokers),
-            *(lanes.start() for lanes in self._lanes),
-        )
-        policy = self.relay or RelayPolicy(
-            republish_after_s=settings.republish_after_s,
-            republish_on_start=settings.republish_on_start,
-        )
-        self._relay = asyncio.create_task(
-            relay_forever(self.rt.outbox, publisher, policy, self._stop), name="outbox-relay"
-        )
-        if "cdc" in self.run:
-            known = {sub.consumer for sub in found}
-            self._cdc_watch = asyncio.create_task(self._watch_cdc(known, publisher))
-        log.info("workers.started", workers=list(self.run), generation=generation)
-        return generation
+            on_batch = batch_processor(
+                sub.handle,
+                consumer=sub.consumer,
+                dead_letters_topic=settings.topics.dead_letters,
+                publisher=self._publisher,
+                dead_letters=self.rt.outbox,
+                stopping=halt,
+            )
+            consumers.append(
+                PartitionLanes(
+                    self.rt.servers.kafka_bootstrap,
+                    topic=sub.topic,
+                    group_id=sub.group,
+                    client_id=f"govindex-{sub.name}",
+                    on_batch=on_batch,
+                    policy=DELETION_LANE if sub.topic == settings.topics.deletions else lane_policy,
+                )
+            )
+        self._consumers[kind] = consumers
+        await asyncio.gather(*(c.start() for c in consumers))
+
+    async def _stop_kind(self, kind: str) -> None:
+        """Stop one kind's consumers: batches still failing give up (uncommitted, so they
+        are redelivered), in-flight batches finish and commit, the groups are left."""
+        self._halts.get(kind, asyncio.Event()).set()
+        for consumer in self._consumers.pop(kind, []):
+            await consumer.stop()
 
     def _broker(self, sub: Subscription, publisher: EventPublisher) -> Broker:
         """An event-at-a-time consumer of its own (started by the caller)."""
@@ -145,32 +178,59 @@ class Workers:
         )
         return broker
 
-    async def _watch_cdc(self, known: set[str], publisher: EventPublisher) -> None:
+    async def _every(self, seconds: float) -> bool:
+        """Sleep `seconds`; False once the workers are stopping."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), seconds)
+        return not self._stop.is_set()
+
+    async def _obey(self) -> None:
+        """Follow `govindex worker pause|resume`, and say so in a heartbeat."""
+        runner = runner_id()
+        while True:
+            try:
+                wanted = await self.rt.controls.paused() & set(self.run)
+                async with self._lock:
+                    for kind in sorted(wanted - self._paused):
+                        await self._stop_kind(kind)
+                        self._paused.add(kind)
+                        log.info("workers.paused", worker=kind)
+                    for kind in sorted(self._paused - wanted):
+                        await self._start_kind(kind)
+                        self._paused.discard(kind)
+                        log.info("workers.resumed", worker=kind)
+                await self.rt.controls.beat(runner, self.run, sorted(self._paused))
+            except Exception as exc:  # Postgres away: keep running as we are, try again
+                log.warning("workers.control_failed", error=str(exc))
+            if not await self._every(self.rt.settings.control_poll_s):
+                return
+
+    async def _watch_cdc(self) -> None:
         """Subscribe CDC sources registered after the start, without a restart."""
         from ingest.app import cdc_subscriptions
 
-        while not self._stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), self.rt.settings.cdc_rescan_s)
-                return
+        while await self._every(self.rt.settings.cdc_rescan_s):
             try:
-                for sub in await cdc_subscriptions(self.rt, known):
-                    broker = self._broker(sub, publisher)
-                    await broker.start()
-                    self._brokers.append(broker)
-                    known.add(sub.consumer)
+                async with self._lock:
+                    if "cdc" in self._paused or self._publisher is None:
+                        continue
+                    for sub in await cdc_subscriptions(self.rt, self._known_cdc):
+                        broker = self._broker(sub, self._publisher)
+                        await broker.start()
+                        self._consumers.setdefault("cdc", []).append(broker)
+                        self._known_cdc.add(sub.consumer)
             except Exception as exc:  # the registry or broker is away: try next round
                 log.warning("cdc.rescan_failed", error=str(exc))
 
     async def stop(self) -> None:
-        self._stop.set()  # batches still failing give up (uncommitted, redelivered)
-        if self._cdc_watch is not None:
+        self._stop.set()
+        for task in self._background:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._cdc_watch
-            self._cdc_watch = None
-        for lanes in self._lanes:  # in-flight batches finish and commit
-            await lanes.stop()
-        self._lanes.clear()
+                await task
+        self._background.clear()
+        async with self._lock:
+            for kind in list(self._consumers):
+                await self._stop_kind(kind)
         if self._deletion_rt is not None:
             await self._deletion_rt.__aexit__(None, None, None)
             self._deletion_rt = None
@@ -182,7 +242,6 @@ class Workers:
                 self._relay.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await self._relay
-        for broker in self._brokers:
-            await broker.stop()
-        self._brokers.clear()
+        with contextlib.suppress(Exception):  # a clean stop says so at once
+            await self.rt.controls.gone(runner_id())
         log.info("workers.stopped")

@@ -1,0 +1,182 @@
+"""`govindex offsets show|reset`: a consumer group's position on a topic, and moving it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+import typer
+
+from govindex.cli.common import (
+    DEFAULT_DIR,
+    Failure,
+    LogLevel,
+    StateDir,
+    aware_datetime,
+    console,
+    err,
+    print_table,
+    setup,
+    with_runtime,
+)
+from govindex.cli.jobs import Execute, job_progress, report
+from govindex.core.settings import Settings
+from govindex.runtime.composition import Runtime
+from govindex.runtime.jobs import start_job
+from govindex.runtime.offsets import RESET, group_name, show_offsets
+
+app = typer.Typer(
+    help="A consumer group's committed offsets per partition, and resetting them "
+    "(kafka-consumer-groups semantics; refused while the group has live members).",
+    no_args_is_help=True,
+)
+
+Group = Annotated[
+    str,
+    typer.Option(
+        "--group",
+        metavar="G",
+        help="The consumer group: a worker's short name (indexer, indexer-deletions, "
+        "purger, cdc.SOURCE) or the full Kafka group id.",
+    ),
+]
+TopicOpt = Annotated[
+    str,
+    typer.Option(
+        "--topic",
+        metavar="T[:P]",
+        help="The topic, optionally one partition of it; a short name (documents, "
+        "deletions, tombstones) gets the namespace.",
+    ),
+]
+
+
+def _topic(settings: Settings, value: str) -> tuple[str, int | None]:
+    name, _, part = value.partition(":")
+    if part and not part.isdigit():
+        raise typer.BadParameter(f"{value!r}: the partition after ':' must be a number")
+    topic = name if "." in name else f"{settings.namespace}.{name}"
+    return topic, int(part) if part else None
+
+
+@app.command("show")
+def show_command(
+    group: Group,
+    topic: TopicOpt,
+    state_dir: StateDir = DEFAULT_DIR,
+    log_level: LogLevel = "WARNING",
+) -> int:
+    """Committed offset, first and end offset and lag of every partition.
+
+    govindex offsets show --group indexer --topic documents
+    """
+    settings = setup(state_dir, log_level)
+    name, partition = _topic(settings, topic)
+    full = group_name(settings, group)
+    rows = with_runtime(settings, lambda rt: show_offsets(rt, full, name, partition))
+    console.print(f"group {full} on {name}")
+    print_table(
+        ["partition", "committed", "first", "end", "lag"],
+        (
+            [
+                str(r.partition),
+                "-" if r.committed is None else str(r.committed),
+                str(r.first),
+                str(r.end),
+                str(r.lag),
+            ]
+            for r in rows
+        ),
+    )
+    return 0
+
+
+@app.command("reset")
+def reset_command(
+    group: Group,
+    topic: TopicOpt,
+    to_datetime: Annotated[
+        datetime | None,
+        typer.Option(
+            "--to-datetime",
+            metavar="TIME",
+            parser=aware_datetime,
+            help="The first record at or after TIME (ISO 8601 with a zone).",
+        ),
+    ] = None,
+    to_offset: Annotated[int | None, typer.Option("--to-offset", min=0)] = None,
+    shift_by: Annotated[
+        int | None, typer.Option("--shift-by", help="Move by N (negative: back, re-reading).")
+    ] = None,
+    to_earliest: Annotated[bool, typer.Option("--to-earliest")] = False,
+    to_latest: Annotated[bool, typer.Option("--to-latest")] = False,
+    execute: Execute = False,
+    state_dir: StateDir = DEFAULT_DIR,
+    log_level: LogLevel = "WARNING",
+) -> int:
+    """Move a group's committed offsets, as a job; dry run unless --execute.
+
+    Exactly one of --to-datetime, --to-offset, --shift-by, --to-earliest, --to-latest.
+    Targets are clamped to what each partition holds. Refused while any worker runs the
+    group unpaused or the broker reports live members: pause first.
+
+        govindex worker pause indexer
+        govindex offsets reset --group indexer --topic documents --shift-by -100 --execute
+        govindex worker resume indexer
+    """
+    given: dict[str, Any] = {
+        k: v
+        for k, v in {
+            "datetime": to_datetime.isoformat() if to_datetime else None,
+            "offset": to_offset,
+            "shift_by": shift_by,
+            "earliest": to_earliest or None,
+            "latest": to_latest or None,
+        }.items()
+        if v is not None
+    }
+    if len(given) != 1:
+        raise typer.BadParameter(
+            "give exactly one of --to-datetime, --to-offset, --shift-by, --to-earliest, --to-latest"
+        )
+    settings = setup(state_dir, log_level)
+    name, partition = _topic(settings, topic)
+    args: dict[str, Any] = {"group": group_name(settings, group), "topic": name, "to": given}
+    if partition is not None:
+        args["partition"] = partition
+    with job_progress("offsets reset") as progress:
+        job = with_runtime(
+            settings,
+            lambda rt: start_job(
+                rt, RESET, args, dry_run=not execute, rate=None, progress=progress
+            ),
+        )
+    plan = job.checkpoint.get("plan", {})
+    print_table(
+        ["partition", "committed", "new"],
+        (
+            [p, "-" if v["from"] is None else str(v["from"]), str(v["to"])]
+            for p, v in sorted(plan.items(), key=lambda kv: int(kv[0]))
+        ),
+    )
+    refused = job.checkpoint.get("would_be_refused")
+    if refused:
+        err.print(f"--execute would be refused now: {refused}")
+    return report(job)
+
+
+def pause_or_resume(action: str, kinds: list[str], settings: Settings) -> int:
+    """`govindex worker pause|resume KIND...`: set the flag, wait for every process."""
+    from govindex.runtime.offsets import pause_workers
+
+    if not kinds:
+        raise Failure(f"name the worker to {action}: indexer, purger or cdc")
+    for kind in kinds:
+
+        async def apply(rt: Runtime, kind: str = kind) -> list[str]:
+            return await pause_workers(rt, kind, action == "pause")
+
+        runners = with_runtime(settings, apply)
+        where = ", ".join(runners) if runners else "no worker process is running it now"
+        console.print(f"{kind} {action}d ({where})")
+    return 0
