@@ -199,6 +199,7 @@ def start_worker(settings: Settings, log: Path) -> subprocess.Popen[bytes]:
             "GOVINDEX_KAFKA_BOOTSTRAP": settings.kafka_bootstrap or "",
             "GOVINDEX_OPENSEARCH_URL": settings.opensearch_url or "",
             "GOVINDEX_NAMESPACE": settings.namespace,
+            "GOVINDEX_METRICS_PORT": "0",
         },
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,

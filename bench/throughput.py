@@ -184,6 +184,7 @@ def start_indexer(settings: Settings, batch: int, log: Path) -> subprocess.Popen
         "GOVINDEX_OPENSEARCH_URL": settings.opensearch_url or "",
         "GOVINDEX_NAMESPACE": settings.namespace,
         "GOVINDEX_BATCH_MAX_EVENTS": str(batch),
+        "GOVINDEX_METRICS_PORT": "0",  # two workers on one host
     }
     return subprocess.Popen(
         [sys.executable, "-m", "govindex.cli.main", "worker", "indexer", "--log-level", "INFO"],

@@ -9,13 +9,14 @@ written after the commit, from what Postgres now holds.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import structlog
 
-from govindex.core import events
+from govindex.core import events, metrics
 from govindex.core.envelope import Envelope, KafkaRecord, encode_document_event
 from govindex.core.errors import (
     ContentUnavailable,
@@ -150,6 +151,7 @@ async def index_batch(
     now = ports.clock()
     results: list[BatchResult | None] = [None] * len(envelopes)
     items: list[_Item] = []
+    started = time.monotonic()
     for position, envelope in enumerate(envelopes):
         try:
             items.append(await _prepare(position, envelope, ports, now))
@@ -157,9 +159,14 @@ async def index_batch(
             results[position] = error
         await asyncio.sleep(0)  # parsing is CPU: let the deletion lane in between events
     await asyncio.to_thread(_embed, items, ports)
+    prepared = time.monotonic()
+    metrics.STAGE_SECONDS.labels("prepare").observe(prepared - started)
     for position, applied in (await _apply_bisecting(items, ports)).items():
         results[position] = applied
+    written = time.monotonic()
+    metrics.STAGE_SECONDS.labels("postgres").observe(written - prepared)
     await _project([it for it in items if not (purging_now and _purged_next(it))], results, ports)
+    metrics.STAGE_SECONDS.labels("opensearch").observe(time.monotonic() - written)
     for item in items:
         result = results[item.position]
         log.info(

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import structlog
 
-from govindex.core import events
+from govindex.core import events, metrics
 from govindex.core.envelope import Envelope, encode, encode_document_event
 from govindex.core.errors import InvalidEvent, PermanentError, TransientError
 from govindex.core.events import (
@@ -128,6 +128,7 @@ async def purge_batch(
         stuck = {i: (in_postgres[i][2], in_index[i][1]) for i in in_postgres}
         stuck = {i: left for i, left in stuck.items() if any(left)}
         if stuck:
+            metrics.PURGE_VERIFY_FAILURES.inc(len(stuck))
             raise TransientError(
                 f"purge of {len(stuck)} documents left content behind (postgres rows, "
                 f"opensearch chunks: {sorted(stuck.values())}); retrying"
@@ -181,6 +182,8 @@ async def _complete(
         + [_invalidation(payload, artifact, ports, now) for artifact in invalidated],
     )
     if done:
+        latency = (now - payload.deleted_at).total_seconds()
+        metrics.PURGE_SECONDS.labels(tombstone.deletion_mode).observe(max(latency, 0.0))
         log.info(
             "purge.completed",
             doc_key=payload.key,
@@ -238,6 +241,7 @@ async def _purge_sinks(
         os_removed = await ports.index.delete_document(*ids, seq, tombstone.chunk_ids)
         os_left = await ports.index.count_document(*ids, seq)
     if pg_left or os_left:
+        metrics.PURGE_VERIFY_FAILURES.inc()
         raise TransientError(
             f"purge of {payload.key} left content behind (postgres rows: {pg_left}, "
             f"opensearch chunks: {os_left}); retrying"

@@ -128,6 +128,19 @@ class OffsetReader:
         self._consumer.assign([])
         return result
 
+    def timestamps(self, topic: str, offsets: Mapping[int, int]) -> dict[int, int]:
+        """The timestamp (ms) of the record at each given offset (absent: not readable)."""
+        found: dict[int, int] = {}
+        for partition, offset in offsets.items():
+            tp = TopicPartition(topic, partition)
+            self._consumer.assign([tp])
+            self._consumer.seek(tp, offset)
+            records = self._consumer.poll(timeout_ms=1000, max_records=1).get(tp, [])
+            if records:
+                found[partition] = int(records[0].timestamp)
+        self._consumer.assign([])
+        return found
+
     def lag(self, topic: str, group: str) -> list[PartitionLag]:
         ends = self.end_offsets(topic)
         committed_consumer = KafkaConsumer(

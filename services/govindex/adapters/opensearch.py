@@ -18,6 +18,7 @@ import structlog
 from opensearchpy import AsyncOpenSearch
 from opensearchpy import exceptions as os_exc
 
+from govindex.core import metrics
 from govindex.core.errors import PermanentError, TransientError
 from govindex.core.ports import BulkResult, PurgeTarget
 from govindex.core.records import Chunk
@@ -280,21 +281,26 @@ class OpenSearchIndex:
             async with self._bulk_slots:
                 await self._no_purge.wait()
                 try:
-                    response = await self._client.bulk(
-                        body=body, request_timeout=self._bulk.timeout_s
-                    )
+                    with metrics.BULK_SECONDS.time():
+                        response = await self._client.bulk(
+                            body=body, request_timeout=self._bulk.timeout_s
+                        )
                 except Exception as exc:
                     raise _translate(exc, "bulk index") from exc
             for item in response.get("items", []):
                 result = item.get("index", {})
                 status = int(result.get("status", 500))
                 if status in (200, 201):
+                    metrics.BULK_ITEMS.labels("created").inc()
                     taken += 1
                 elif status == 409:
+                    metrics.BULK_ITEMS.labels("conflict").inc()
                     continue
                 elif status == 429 or status >= 500:
+                    metrics.BULK_ITEMS.labels("retryable").inc()
                     raise TransientError(f"OpenSearch rejected a chunk write ({status}): {result}")
                 else:
+                    metrics.BULK_ITEMS.labels("rejected").inc()
                     error = result.get("error")
                     reason = error.get("reason") if isinstance(error, dict) else error
                     rejected[str(result.get("_id"))] = f"{status}: {reason or result}"

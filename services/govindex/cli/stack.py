@@ -15,6 +15,7 @@ from govindex.core.settings import Settings, read_stack_file
 from govindex.devstack.embedded import EmbeddedStack
 from govindex.runtime.bootstrap import prepare
 from govindex.runtime.composition import Runtime
+from govindex.runtime.metrics import serve_metrics
 from govindex.runtime.workers import WORKERS, Workers
 
 app = typer.Typer()
@@ -187,8 +188,20 @@ async def _serve(
     if bootstrap:
         await prepare(settings)
     async with Runtime(settings) as rt:
-        running = Workers(rt, run=tuple(w for w in workers if w not in ("webhooks", "reader")))
+        running = Workers(
+            rt, run=tuple(w for w in workers if w not in ("webhooks", "reader")), metrics=True
+        )
         generation = await running.start()
+        if stack is not None:  # a laptop: loopback, any free port, written to stack.json
+            metrics_url = serve_metrics("127.0.0.1", 0)
+        else:
+            try:
+                metrics_url = serve_metrics(settings.metrics_host, settings.metrics_port)
+            except OSError as exc:
+                raise Failure(
+                    f"cannot serve /metrics on {settings.metrics_host}:{settings.metrics_port}: "
+                    f"{exc}; set GOVINDEX_METRICS_PORT to a free port (0: any)"
+                ) from None
         webhooks = None
         if stack is not None or webhook_port is not None or "webhooks" in workers:
             webhooks = WebhookServer(rt, host=webhook_host, port=webhook_port or 0)
@@ -210,7 +223,12 @@ async def _serve(
                 raise Failure(str(exc)) from None
         if stack is not None:
             stack.write_stack_file(
-                {"generation": generation, "http_url": settings.http_url, **extra}
+                {
+                    "generation": generation,
+                    "http_url": settings.http_url,
+                    "metrics_url": metrics_url,
+                    **extra,
+                }
             )
         served = f"{settings.http_url}/webhooks/github, /webhooks/gitlab" if webhooks else ""
         console.print(
@@ -223,6 +241,7 @@ async def _serve(
             f"  workers     {', '.join(workers)}\n"
             f"  webhooks    {served or 'not served'}\n"
             f"  read api    {extra.get('read_url') or 'not served'}\n"
+            f"  metrics     {metrics_url}\n"
             "Press Ctrl-C to stop.",
             soft_wrap=True,
         )

@@ -10,6 +10,7 @@ from typing import TypeVar
 
 import structlog
 
+from govindex.core import metrics
 from govindex.core.errors import TransientError
 
 T = TypeVar("T")
@@ -39,6 +40,7 @@ async def retry_transient(
         except TransientError as exc:
             if time.monotonic() + delay > deadline:
                 raise
+            metrics.RETRIES.labels(what).inc()
             log.warning(
                 "retry.transient", what=what, attempt=attempt, delay_s=delay, error=str(exc)
             )

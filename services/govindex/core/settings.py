@@ -100,6 +100,11 @@ class Settings(BaseSettings):
     cdc_rescan_s: float = Field(default=10.0, gt=0)
     # Workers read `govindex worker pause|resume` flags and write a heartbeat this often.
     control_poll_s: float = Field(default=2.0, gt=0)
+    # Prometheus `/metrics` of `govindex worker` (`govindex up` picks a free loopback port
+    # and writes it to stack.json); gauges are sampled this often.
+    metrics_host: str = "0.0.0.0"  # noqa: S104 - scraped from other hosts
+    metrics_port: int = Field(default=9464, ge=0, le=65535)
+    metrics_sample_s: float = Field(default=10.0, gt=0)
     # The read API (internal listener): bearer token -> tenants it may read and register
     # lineage for, e.g. GOVINDEX_READ_TOKENS='{"s3cret": ["acme"]}' ("*": every tenant).
     read_tokens: dict[str, list[str]] = Field(default_factory=dict)

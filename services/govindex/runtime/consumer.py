@@ -12,6 +12,7 @@ from typing import Any
 
 import structlog
 
+from govindex.core import metrics
 from govindex.core.envelope import Delivery, Envelope, decode
 from govindex.core.errors import PermanentError
 from govindex.core.ports import DeadLetterLog, EventPublisher
@@ -51,8 +52,13 @@ async def process(
             if not raw:
                 target = decode(delivery.key, delivery.value, delivery.headers)
                 structlog.contextvars.bind_contextvars(event_id=target.id)
-            await retry_transient(lambda: handle(target), what=consumer)
+            result = await retry_transient(lambda: handle(target), what=consumer)
+            kind = target.type if isinstance(target, Envelope) else "raw"
+            metrics.EVENTS.labels(consumer, kind, metrics.outcome_of(result)).inc()
         except PermanentError as error:
+            kind = target.type if isinstance(target, Envelope) else "raw"
+            metrics.EVENTS.labels(consumer, kind, "dead_lettered").inc()
+            metrics.DEAD_LETTERS.labels(consumer, error.reason).inc()
             record = dead_letter(delivery, error, consumer)
             await retry_transient(
                 lambda: publisher.publish(dead_letters_topic, record), what="dead-letter publish"

@@ -18,6 +18,7 @@ from typing import Any
 
 import structlog
 
+from govindex.core import metrics
 from govindex.core.envelope import Envelope
 from govindex.core.errors import PermanentError
 from govindex.core.ports import ApplyResult
@@ -50,6 +51,8 @@ async def apply_deletions(
         for i, outcome in zip(recorded, purged, strict=True):
             if isinstance(outcome, PermanentError):
                 results[i] = outcome
+    metrics.STAGE_SECONDS.labels("tombstones").observe(recorded_s)
+    metrics.STAGE_SECONDS.labels("purge").observe(time.monotonic() - started - recorded_s)
     log.info(
         "deletions.applied",
         events=len(envelopes),

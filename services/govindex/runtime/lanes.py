@@ -18,6 +18,7 @@ from typing import Any
 
 import structlog
 
+from govindex.core import metrics
 from govindex.core.envelope import Delivery, Envelope, decode
 from govindex.core.errors import PermanentError, TransientError
 from govindex.core.ports import DeadLetterLog, EventPublisher
@@ -56,10 +57,18 @@ def batch_processor(
             except PermanentError as error:
                 failed[i] = error
         results = await _until_done(handle, [env for _, env in decoded], consumer, stopping)
-        for (i, _), result in zip(decoded, results, strict=True):
+        for (i, envelope), result in zip(decoded, results, strict=True):
             if isinstance(result, PermanentError):
                 failed[i] = result
+            else:
+                metrics.EVENTS.labels(consumer, envelope.type, metrics.outcome_of(result)).inc()
         envelopes = dict(decoded)
+        for i, problem in failed.items():
+            kind = envelopes[i].type if i in envelopes else "undecodable"
+            metrics.EVENTS.labels(consumer, kind, "dead_lettered").inc()
+            metrics.DEAD_LETTERS.labels(consumer, problem.reason).inc()
+        metrics.BATCH_EVENTS.labels(consumer).observe(len(deliveries))
+        metrics.BATCH_SECONDS.labels(consumer).observe(time.monotonic() - started)
         log.info(
             "batch.applied",
             consumer=consumer,
@@ -95,6 +104,7 @@ async def _until_done(
         except TransientError as exc:
             if stopping.is_set():
                 raise Abandoned(f"stopping while the batch still fails: {exc}") from exc
+            metrics.RETRIES.labels(f"{consumer} batch").inc()
             log.warning(
                 "batch.retry",
                 consumer=consumer,

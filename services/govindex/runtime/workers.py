@@ -62,6 +62,7 @@ class Workers:
     rt: Runtime
     run: tuple[str, ...] = WORKERS
     relay: RelayPolicy | None = None  # default: from settings
+    metrics: bool = False  # sample the gauges of `/metrics` (lag, backlogs, jobs)
     _consumers: dict[str, list[Consumer]] = field(default_factory=dict)  # by worker kind
     _halts: dict[str, asyncio.Event] = field(default_factory=dict)
     _paused: set[str] = field(default_factory=set)
@@ -103,6 +104,11 @@ class Workers:
         self._background.append(asyncio.create_task(self._obey(), name="worker-controls"))
         if "cdc" in self.run:
             self._background.append(asyncio.create_task(self._watch_cdc(), name="cdc-rescan"))
+        if self.metrics:
+            from govindex.runtime.metrics import sample_forever
+
+            sampler = sample_forever(self.rt, self.run, self._stop)
+            self._background.append(asyncio.create_task(sampler, name="metrics-sampler"))
         log.info(
             "workers.started",
             workers=list(self.run),

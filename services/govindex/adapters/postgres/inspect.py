@@ -6,6 +6,8 @@ from typing import Any
 
 import psycopg
 
+from govindex.adapters.postgres.tx import PostgresAdapter
+
 
 def postgres_summary(dsn: str) -> dict[str, Any]:
     """One short synchronous connection (status must answer even when workers are down).
@@ -61,3 +63,32 @@ def postgres_summary(dsn: str) -> dict[str, Any]:
             for r in pending
         ],
     }
+
+
+class PostgresGauges(PostgresAdapter):
+    """What the metrics collector samples from Postgres, in one round trip each."""
+
+    async def sample(self) -> dict[str, Any]:
+        row = await self._row(
+            "SELECT "
+            " (SELECT count(*) FROM outbox WHERE awaits IS NOT NULL AND settled_at IS NULL), "
+            " (SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0) FROM outbox "
+            "  WHERE awaits IS NOT NULL AND settled_at IS NULL), "
+            " (SELECT count(*) FROM outbox WHERE published_at IS NULL), "
+            " (SELECT count(*) FROM tombstones WHERE purge_state <> 'purged'), "
+            " (SELECT coalesce(extract(epoch FROM now() - min(recorded_at)), 0) FROM tombstones "
+            "  WHERE purge_state <> 'purged')"
+        )
+        assert row is not None
+        jobs = await self._rows(
+            "SELECT kind, state, count(*), sum(done) FILTER (WHERE state = 'running'), "
+            " sum(total) FILTER (WHERE state = 'running') FROM jobs GROUP BY kind, state"
+        )
+        return {
+            "outbox_pending": int(row[0]),
+            "outbox_oldest_s": float(row[1]),
+            "outbox_unsent": int(row[2]),
+            "purges_pending": int(row[3]),
+            "purges_oldest_s": float(row[4]),
+            "jobs": [(str(k), str(s), int(n), int(d or 0), int(t or 0)) for k, s, n, d, t in jobs],
+        }

@@ -1,0 +1,93 @@
+"""`/metrics` for a worker process: the Prometheus endpoint and the sampler behind gauges.
+
+Counters and histograms are recorded where things happen (`govindex.core.metrics`); the
+gauges (consumer lag in records and seconds, outbox and purge backlogs, jobs) are sampled
+here every `GOVINDEX_METRICS_SAMPLE_S` from the broker and Postgres.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Sequence
+
+import prometheus_client
+import structlog
+
+from govindex.adapters.kafka import OffsetReader
+from govindex.adapters.postgres.inspect import PostgresGauges
+from govindex.core import metrics as m
+from govindex.runtime.composition import Runtime
+
+log = structlog.get_logger(__name__)
+
+
+def serve_metrics(host: str, port: int) -> str:
+    """Start the endpoint in a thread; its URL (port 0: a free one)."""
+    prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
+    server, _thread = prometheus_client.start_http_server(port, addr=host)
+    return f"http://{host}:{server.server_port}/metrics"
+
+
+def groups_of(rt: Runtime, kinds: Sequence[str]) -> list[tuple[str, str]]:
+    """(group, topic) of every consumer group the given worker kinds run (CDC aside: its
+    topics belong to the sources)."""
+    topics, found = rt.settings.topics, []
+    if "indexer" in kinds:
+        found += [
+            (rt.settings.group("indexer"), topics.documents),
+            (rt.settings.group("indexer-deletions"), topics.deletions),
+        ]
+    if "purger" in kinds:
+        found.append((rt.settings.group("purger"), topics.tombstones))
+    return found
+
+
+def _lag(bootstrap: str, groups: list[tuple[str, str]]) -> list[tuple[str, str, int, int, float]]:
+    """(group, topic, partition, records behind, seconds behind) for every partition."""
+    now_ms = time.time() * 1000
+    out = []
+    reader = OffsetReader(bootstrap)
+    try:
+        for group, topic in groups:
+            behind = {}
+            for lag in reader.lag(topic, group):
+                behind[lag.partition] = (lag.committed or 0, lag.lag)
+            stamps = reader.timestamps(topic, {p: c for p, (c, n) in behind.items() if n > 0})
+            for partition, (_, records) in sorted(behind.items()):
+                age = max(0.0, (now_ms - stamps[partition]) / 1000) if partition in stamps else 0.0
+                out.append((group, topic, partition, records, age))
+    finally:
+        reader.close()
+    return out
+
+
+async def sample_forever(rt: Runtime, kinds: Sequence[str], stop: asyncio.Event) -> None:
+    gauges = PostgresGauges(rt.pool)
+    groups = groups_of(rt, kinds)
+    while not stop.is_set():
+        try:
+            for group, topic, partition, records, age in await asyncio.to_thread(
+                _lag, rt.servers.kafka_bootstrap, groups
+            ):
+                m.LAG_RECORDS.labels(group, topic, str(partition)).set(records)
+                m.LAG_SECONDS.labels(group, topic, str(partition)).set(age)
+            sample = await gauges.sample()
+            m.OUTBOX_PENDING.set(sample["outbox_pending"])
+            m.OUTBOX_OLDEST.set(sample["outbox_oldest_s"])
+            m.OUTBOX_UNSENT.set(sample["outbox_unsent"])
+            m.PURGES_PENDING.set(sample["purges_pending"])
+            m.PURGES_OLDEST.set(sample["purges_oldest_s"])
+            m.JOBS.clear()
+            m.JOB_ITEMS_DONE.clear()
+            m.JOB_ITEMS_TOTAL.clear()
+            for kind, state, count, done, total in sample["jobs"]:
+                m.JOBS.labels(kind, state).set(count)
+                if state == "running":
+                    m.JOB_ITEMS_DONE.labels(kind).set(done)
+                    m.JOB_ITEMS_TOTAL.labels(kind).set(total)
+        except Exception as exc:  # a server away: the gauges keep their last values
+            log.warning("metrics.sample_failed", error=str(exc))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), rt.settings.metrics_sample_s)
