@@ -8,7 +8,15 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from govindex.core.paths import check_patterns
 
@@ -44,6 +52,13 @@ class SourceType(StrEnum):
     CDC = "cdc"
 
 
+# A source's include/exclude patterns, refused at the boundary if .gitignore syntax does not
+# allow them.
+Patterns = Annotated[list[str], AfterValidator(check_patterns)]
+INCLUDE_HELP = "documents: .gitignore-style patterns; `*.md` matches at any depth"
+EXCLUDE_HELP = "left out: .gitignore-style patterns"
+
+
 class GitSettings(BaseModel):
     """Where a git source lives and which pushes count (webhooks, reconcile)."""
 
@@ -52,18 +67,10 @@ class GitSettings(BaseModel):
     repository: str = Field(min_length=1, description="the provider's full name, e.g. org/repo")
     remote_url: str = Field(min_length=1, description="clone URL; a local path or file:// works")
     branch: str = "main"
-    include: list[str] = Field(
-        default_factory=lambda: ["*.md", "*.markdown", "*.txt"],
-        description="documents: .gitignore-style patterns; `*.md` matches at any depth",
+    include: Patterns = Field(
+        default_factory=lambda: ["*.md", "*.markdown", "*.txt"], description=INCLUDE_HELP
     )
-    exclude: list[str] = Field(
-        default_factory=list, description="left out: .gitignore-style patterns"
-    )
-
-    @field_validator("include", "exclude")
-    @classmethod
-    def _gitignore_syntax(cls, patterns: list[str]) -> list[str]:
-        return check_patterns(patterns)
+    exclude: Patterns = Field(default_factory=list, description=EXCLUDE_HELP)
 
     webhook_secret_env: str | None = Field(
         default=None,
@@ -78,18 +85,10 @@ class FolderSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     path: str = Field(min_length=1, description="the folder, absolute (or relative to the workers)")
-    include: list[str] = Field(
-        default_factory=lambda: ["*.md", "*.markdown", "*.txt"],
-        description="documents: .gitignore-style patterns; `*.md` matches at any depth",
+    include: Patterns = Field(
+        default_factory=lambda: ["*.md", "*.markdown", "*.txt"], description=INCLUDE_HELP
     )
-    exclude: list[str] = Field(
-        default_factory=list, description="left out: .gitignore-style patterns"
-    )
-
-    @field_validator("include", "exclude")
-    @classmethod
-    def _gitignore_syntax(cls, patterns: list[str]) -> list[str]:
-        return check_patterns(patterns)
+    exclude: Patterns = Field(default_factory=list, description=EXCLUDE_HELP)
 
 
 class CdcSettings(BaseModel):

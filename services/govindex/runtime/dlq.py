@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from govindex.adapters.kafka import TopicScanner
-from govindex.core.deadletters import MAX_REDRIVES, DeadLetter, Filter, plan, redriven
+from govindex.core.deadletters import DeadLetter, Filter, plan, redriven
 from govindex.core.envelope import KafkaRecord
 from govindex.core.jobs import Job, JobError, JobState, Pacer
 from govindex.core.ports import OutboxMessage
@@ -114,7 +114,7 @@ async def run_redrive(rt: Runtime, job: Job, progress: Progress) -> Job:
             unsettle: list[tuple[str, str]] = []
             for letter in batch.letters:
                 done += 1
-                action, _why = plan(letter)
+                action, _ = plan(letter)
                 if (letter.partition, letter.offset) in handled:
                     _bump(counts, "already_handled")
                 elif job.dry_run or action == "skip":
@@ -216,6 +216,3 @@ def _message(rt: Runtime, letter: DeadLetter, action: str, job_id: int) -> Outbo
 
 def _bump(counts: dict[str, int], key: str) -> None:
     counts[key] = counts.get(key, 0) + 1
-
-
-__all__ = ["MAX_REDRIVES", "REDRIVE", "Listed", "list_letters", "run_redrive", "show_letter"]
