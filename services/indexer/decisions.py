@@ -8,7 +8,8 @@ decision in the same transaction. Nothing here touches a server.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 from govindex.core.ports import DocumentState, Outcome
 
@@ -86,3 +87,62 @@ def decide_deletion(claimed: bool, state: DocumentState | None, sequence: int) -
     if state is not None and sequence <= state.last_sequence:
         return "stale"
     return "tombstoned"
+
+
+Prediction = Literal["apply", "duplicate", "stale", "behind_tombstone"]
+
+
+def predict(claimed: bool, last_sequence: int | None, active: bool, sequence: int) -> Prediction:
+    """What a decision will be, from the same facts read without locks (a replay's dry run).
+
+    The guard of `decide_change` and `decide_deletion`, with `stale` split in two: behind
+    a tombstone (the document is deleted: the event can never bring it back) or behind a
+    newer version. `apply` is indexed, metadata_updated or tombstoned.
+    """
+    if not claimed:
+        return "duplicate"
+    if last_sequence is not None and sequence <= last_sequence:
+        return "stale" if active else "behind_tombstone"
+    return "apply"
+
+
+@dataclass
+class Overlay:
+    """What the events a replay already predicted will have done by the time a later one
+    arrives: the ids they claimed and the documents' sequences they moved. A prediction
+    reads Postgres and this, so two copies of one event, or an update and then its delete
+    in one range, are foreseen as the consumer will decide them one after the other."""
+
+    claimed: set[str] = field(default_factory=set)
+    docs: dict[str, tuple[int, bool]] = field(default_factory=dict)  # key: (sequence, active)
+
+    def predict(
+        self,
+        event_id: str,
+        key: str,
+        sequence: int,
+        *,
+        deletion: bool,
+        processed: bool,
+        state: DocumentState | None,
+    ) -> Prediction:
+        claimed = not processed and event_id not in self.claimed
+        last, active = self.docs.get(key) or (
+            (state.last_sequence, state.active) if state else (None, True)
+        )
+        outcome = predict(claimed, last, active, sequence)
+        if claimed:
+            self.claimed.add(event_id)
+        if outcome == "apply":
+            self.docs[key] = (sequence, not deletion)
+        return outcome
+
+    def dump(self) -> dict[str, object]:
+        return {"claimed": sorted(self.claimed), "docs": {k: list(v) for k, v in self.docs.items()}}
+
+    @classmethod
+    def load(cls, data: dict[str, object]) -> Overlay:
+        claimed = data.get("claimed") or []
+        docs = data.get("docs") or {}
+        assert isinstance(claimed, list) and isinstance(docs, dict)
+        return cls(set(claimed), {k: (int(v[0]), bool(v[1])) for k, v in docs.items()})

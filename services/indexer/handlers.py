@@ -54,7 +54,7 @@ from govindex.core.ports import (
 from govindex.core.records import Chunk, DeletionMode, SourceManifest
 from govindex.core.retry import retry_transient
 from govindex.core.settings import Topics
-from indexer.decisions import Incoming, decide_change, decide_deletion
+from indexer.decisions import Incoming, Overlay, decide_change, decide_deletion
 from indexer.graph import extract_edges
 from indexer.parsers import parser_for
 from indexer.stamping import (
@@ -209,6 +209,49 @@ async def _prepare(position: int, envelope: Envelope, ports: IndexerPorts, now: 
         has_chunks=bool(plan.chunks),
     )
     return _Item(position, envelope, payload, plan, incoming)
+
+
+@dataclass(frozen=True)
+class Predicted:
+    """What the indexer would do with an event: a `Prediction`, or dead_letter with the
+    reason it would give."""
+
+    outcome: str
+    reason: str = ""
+
+
+async def predict_batch(
+    envelopes: Sequence[Envelope], ports: IndexerPorts, overlay: Overlay
+) -> list[Predicted]:
+    """Predict, read-only, what `index_batch` would do with these events now, in order.
+
+    The same preparation (payload, source, content, parse and stamp) finds the same
+    permanent errors; the same guard over the same facts, read without locks, decides the
+    rest. `overlay` carries what earlier predicted events of the same run will have done.
+    """
+    now = ports.clock()
+    results: list[Predicted | None] = [None] * len(envelopes)
+    items: list[_Item] = []
+    for position, envelope in enumerate(envelopes):
+        try:
+            items.append(await _prepare(position, envelope, ports, now))
+        except PermanentError as error:
+            results[position] = Predicted("dead_letter", error.reason)
+        await asyncio.sleep(0)
+    processed, states = await ports.store.peek(
+        CONSUMER, [it.envelope.id for it in items], [it.key for it in items]
+    )
+    for item in items:
+        outcome = overlay.predict(
+            item.envelope.id,
+            item.payload.key,
+            item.payload.sequence,
+            deletion=isinstance(item.payload, DocumentDeleted),
+            processed=item.envelope.id in processed,
+            state=states.get(item.key),
+        )
+        results[item.position] = Predicted(outcome)
+    return [r for r in results if r is not None]
 
 
 def _embed(items: list[_Item], ports: IndexerPorts) -> None:

@@ -156,6 +156,20 @@ class OffsetReader:
             committed_consumer.close()
 
 
+def offsets_at(
+    consumer: KafkaConsumer, topic: str, partitions: Iterable[int], ms: int
+) -> dict[int, int | None]:
+    """The first offset whose timestamp is at or after `ms`, per partition; None when no
+    record is that late (Kafka answers offset -1, read as None; some compatible brokers
+    answer offset 0 with timestamp -1, read the same way)."""
+    query = {TopicPartition(topic, p): ms for p in partitions}
+    found = consumer.offsets_for_times(query)
+    return {
+        tp.partition: (int(v.offset) if v is not None and v.timestamp >= 0 else None)
+        for tp, v in found.items()
+    }
+
+
 class TopicScanner:
     """Reads a topic between offsets, partition by partition, with manual assignment (an
     operator tool must never join, and so rebalance, a consumer group)."""
@@ -187,6 +201,11 @@ class TopicScanner:
             raise TransientError(f"topic {topic!r} does not exist on the broker (yet)")
         first = self._consumer.beginning_offsets(partitions)
         return {tp.partition: int(first[tp]) for tp in partitions}, self._offsets.end_offsets(topic)
+
+    def at_time(self, topic: str, partitions: Iterable[int], ms: int) -> dict[int, int | None]:
+        """The first offset whose timestamp is at or after `ms`, per partition (None:
+        nothing that late)."""
+        return offsets_at(self._consumer, topic, partitions, ms)
 
     def read(
         self, topic: str, start: Mapping[int, int], end: Mapping[int, int]
@@ -278,9 +297,7 @@ class GroupOffsets:
 
     def at_time(self, topic: str, partitions: Iterable[int], ms: int) -> dict[int, int | None]:
         """The first offset at or after `ms` per partition (None: nothing that late)."""
-        query = {TopicPartition(topic, p): ms for p in partitions}
-        found = self._consumer.offsets_for_times(query)
-        return {tp.partition: (int(v.offset) if v is not None else None) for tp, v in found.items()}
+        return offsets_at(self._consumer, topic, partitions, ms)
 
     def members(self, group: str) -> int | None:
         """How many members the group has; None when the broker does not say."""

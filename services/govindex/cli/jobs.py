@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,7 +32,7 @@ from govindex.cli.common import (
     when,
     with_runtime,
 )
-from govindex.core.jobs import Job, JobState
+from govindex.core.jobs import Job, JobItem, JobState
 from govindex.runtime.composition import Runtime
 from govindex.runtime.jobs import Progress as ReportProgress
 from govindex.runtime.jobs import resume_job
@@ -150,6 +151,51 @@ def show_command(
     settings = setup(state_dir, log_level)
     job = with_runtime(settings, lambda rt: _get(rt, job_id))
     console.print(json.dumps(job.model_dump(mode="json"), indent=2), soft_wrap=True)
+    return 0
+
+
+@app.command("items")
+def items_command(
+    job_id: JobId,
+    outcome: Annotated[
+        str | None, typer.Option("--outcome", help="Only records with this outcome.")
+    ] = None,
+    as_json: JsonLines = False,
+    state_dir: StateDir = DEFAULT_DIR,
+    log_level: LogLevel = "WARNING",
+) -> int:
+    """What a job did with each record it looked at, or would do in a dry run (a replay
+    records one line per event: position, document, sequence, prediction and reason).
+
+    govindex jobs items 12
+    govindex jobs items 12 --outcome dead_letter --json
+    """
+    settings = setup(state_dir, log_level)
+
+    async def read(rt: Runtime) -> list[JobItem]:
+        await _get(rt, job_id)
+        return [x for x in await rt.jobs.items(job_id) if outcome in (None, x.outcome)]
+
+    items = with_runtime(settings, read)
+    if as_json:
+        for x in items:
+            console.print(json.dumps(dataclasses.asdict(x)), soft_wrap=True)
+        return 0
+    header = ["position", "event", "document", "sequence", "outcome", "reason"]
+    print_table(
+        header,
+        (
+            [
+                f"{x.topic}[{x.partition}]@{x.offset}",
+                x.event_type.rsplit(".", 2)[-2] if x.event_type else "",
+                x.doc_key,
+                "" if x.sequence is None else str(x.sequence),
+                x.outcome,
+                x.reason,
+            ]
+            for x in items
+        ),
+    )
     return 0
 
 

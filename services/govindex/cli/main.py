@@ -8,7 +8,19 @@ from collections.abc import Callable
 import typer
 
 from govindex import __version__
-from govindex.cli import dlq, index, ingest, inspect, jobs, offsets, purge, read, sources, stack
+from govindex.cli import (
+    dlq,
+    index,
+    ingest,
+    inspect,
+    jobs,
+    offsets,
+    purge,
+    read,
+    replay,
+    sources,
+    stack,
+)
 from govindex.cli.common import Failure, err
 from govindex.core.errors import GovindexError
 
@@ -77,6 +89,7 @@ COMMANDS: dict[str, Callable[..., int]] = {
     "chunk": inspect.chunk_command,
     "reparse": index.reparse_command,
     "reindex": index.reindex_command,
+    "replay": replay.replay_command,
     "reembed": index.reembed_command,
     "schemas": index.schemas_command,
 }

@@ -65,6 +65,21 @@ class Job(BaseModel):
 
 
 @dataclass(frozen=True)
+class JobItem:
+    """One record a job looked at, and what it did with it (or would, in a dry run)."""
+
+    topic: str
+    partition: int
+    offset: int
+    event_id: str
+    doc_key: str
+    event_type: str
+    sequence: int | None
+    outcome: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class StepOutcome:
     """What the jobs table says after a step: whether to go on, and at what rate."""
 

@@ -297,6 +297,13 @@ class ChunkStore(Protocol):
 
     async def last_sequence(self, key: DocumentKey) -> int: ...
 
+    async def peek(
+        self, consumer: str, event_ids: Sequence[str], keys: Sequence[DocumentKey]
+    ) -> tuple[set[str], dict[DocumentKey, DocumentState]]:
+        """Read-only, no lock: which of the ids `consumer` processed, and the documents'
+        states (what a batch of those events would find now)."""
+        ...
+
     def iter_all_chunks(self, batch: int = 500) -> AsyncIterator[list[Chunk]]: ...
 
 

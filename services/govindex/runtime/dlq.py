@@ -134,7 +134,7 @@ async def run_redrive(rt: Runtime, job: Job, progress: Progress) -> Job:
                     job.id, done=done, counts=counts, checkpoint=step, finished=finished
                 )
             else:
-                outcome = await rt.jobs.redrive_step(
+                outcome = await rt.jobs.publish_step(
                     job.id,
                     topic=topic,
                     actions=actions,

@@ -43,8 +43,9 @@ def requester() -> str:
 def _runners() -> dict[str, Runner]:
     from govindex.runtime.dlq import REDRIVE, run_redrive
     from govindex.runtime.offsets import RESET, run_reset
+    from govindex.runtime.replay import REPLAY, run_replay
 
-    return {REDRIVE: run_redrive, RESET: run_reset}
+    return {REDRIVE: run_redrive, RESET: run_reset, REPLAY: run_replay}
 
 
 async def start_job(

@@ -19,7 +19,13 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from govindex.adapters.postgres.chunks import copy_chunks, insert_vectors, select_chunks
-from govindex.adapters.postgres.tx import PostgresAdapter, claim_event, enqueue, transaction
+from govindex.adapters.postgres.tx import (
+    PostgresAdapter,
+    claim_event,
+    connection,
+    enqueue,
+    transaction,
+)
 from govindex.core.ports import (
     ApplyResult,
     DocumentKey,
@@ -506,6 +512,19 @@ class PostgresChunkStore(PostgresAdapter):
             " AND chunks.sequence = u.q",
             (*_columns([key for key, _ in changes]), [seq for _, seq in changes]),
         )
+
+    async def peek(
+        self, consumer: str, event_ids: Sequence[str], keys: Sequence[DocumentKey]
+    ) -> tuple[set[str], dict[DocumentKey, DocumentState]]:
+        """Which of the ids `consumer` processed, and the documents' states; read-only."""
+        async with connection(self._pool) as conn:
+            cur = await conn.execute(
+                "SELECT event_id FROM processed_events WHERE consumer = %s AND event_id = ANY(%s)",
+                (consumer, list(event_ids)),
+            )
+            processed = {row[0] for row in await cur.fetchall()}
+            states = await PostgresDocumentTransaction(conn).states(list(dict.fromkeys(keys)))
+        return processed, states
 
     async def chunks_present(self, chunk_ids: Sequence[str]) -> set[str]:
         """Which of these chunks Postgres still holds (a purge deletes the rows)."""

@@ -1,4 +1,5 @@
-"""The jobs table, and what a redrive job writes in each of its steps."""
+"""The jobs table, what each job did with each record, and what a job that re-publishes
+records (a redrive, a replay) writes in each of its steps."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from govindex.adapters.postgres.tx import PostgresAdapter, connection, enqueue, transaction
-from govindex.core.jobs import STALE_AFTER_S, Job, JobError, JobState, StepOutcome
+from govindex.core.jobs import STALE_AFTER_S, Job, JobError, JobItem, JobState, StepOutcome
 from govindex.core.ports import OutboxMessage
 
 
@@ -101,10 +102,22 @@ class PostgresJobs(PostgresAdapter):
         counts: Mapping[str, int],
         checkpoint: Mapping[str, Any],
         finished: bool = False,
+        items: Sequence[JobItem] = (),
     ) -> StepOutcome:
-        """A step that wrote nothing but the job's own progress (a dry run's)."""
+        """A step that wrote nothing but the job's own progress (a dry run's), with what it
+        would have done with each record it looked at."""
         async with transaction(self._pool) as conn:
+            await _items(conn, job_id, items)
             return await self._advance(conn, job_id, done, counts, checkpoint, finished)
+
+    async def items(self, job_id: int) -> list[JobItem]:
+        """What the job did (or, in a dry run, would do) with each record, in its order."""
+        return await self._typed(
+            JobItem,
+            'SELECT topic, partition, "offset", event_id, doc_key, event_type, sequence, '
+            "outcome, reason FROM job_items WHERE job_id = %s ORDER BY seq",
+            (job_id,),
+        )
 
     # --- dead letters ---------------------------------------------------------------------
 
@@ -116,24 +129,27 @@ class PostgresJobs(PostgresAdapter):
         )
         return {(int(p), int(o)): str(a) for p, o, a in rows}
 
-    async def redrive_step(
+    async def publish_step(
         self,
         job_id: int,
         *,
-        topic: str,
-        actions: Sequence[tuple[int, int, str]],
         messages: Sequence[OutboxMessage],
         unsettle: Sequence[tuple[str, str]],
         done: int,
         counts: Mapping[str, int],
         checkpoint: Mapping[str, Any],
         finished: bool = False,
+        topic: str = "",
+        actions: Sequence[tuple[int, int, str]] = (),
+        items: Sequence[JobItem] = (),
     ) -> StepOutcome:
-        """One transaction: the records to publish (the relay sends them), what was done
-        with each dead letter, the dead-lettered marks cleared (so the consumer's next
-        outcome is recorded afresh), and the job's progress. A crash before the commit
-        leaves none of it; the resumed job starts from the previous checkpoint."""
+        """One transaction: the records to publish (the relay sends them), the dead-lettered
+        marks cleared (so the consumer's next outcome is recorded afresh), what was done
+        with each dead letter of `topic` or each record, and the job's progress. A crash
+        before the commit leaves none of it; the resumed job starts from the previous
+        checkpoint."""
         async with transaction(self._pool) as conn:
+            await _items(conn, job_id, items)
             async with conn.cursor() as cur:
                 if actions:
                     await cur.executemany(
@@ -184,3 +200,29 @@ class PostgresJobs(PostgresAdapter):
         if not rows:
             raise JobError("no such job; `govindex jobs list` shows the recent ones")
         return rows[0]
+
+
+async def _items(conn: Any, job_id: int, items: Sequence[JobItem]) -> None:
+    if not items:
+        return
+    async with conn.cursor() as cur:
+        await cur.executemany(
+            'INSERT INTO job_items (job_id, topic, partition, "offset", event_id, doc_key, '
+            "event_type, sequence, outcome, reason) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, "
+            "%s, %s) ON CONFLICT DO NOTHING",
+            [
+                (
+                    job_id,
+                    x.topic,
+                    x.partition,
+                    x.offset,
+                    x.event_id,
+                    x.doc_key,
+                    x.event_type,
+                    x.sequence,
+                    x.outcome,
+                    x.reason,
+                )
+                for x in items
+            ],
+        )
