@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -236,6 +236,84 @@ class OpenSearchIndex:
         except Exception as exc:
             raise _translate(exc, "alias switch") from exc
 
+    async def write_generation(
+        self, chunks: Sequence[Chunk], generation: int, *, repair: bool = False
+    ) -> int:
+        """Index chunks into one generation (stamped with it), external version = sequence:
+        a rebuild's copy. Returns how many it took (409: it held something as new). A
+        `repair` also overwrites the same version (a chunk deleted by mistake leaves its
+        version behind; one altered in place kept its version): never a newer one."""
+        stamped = _in_generation(chunks, generation)
+        return await self.upsert(stamped, index=self.index_name(generation), same_version=repair)
+
+    async def drop_generation(self, generation: int) -> None:
+        """Delete a generation's index (an abandoned build; never the live one)."""
+        try:
+            await self._client.indices.delete(index=self.index_name(generation))
+        except os_exc.NotFoundError:
+            return
+        except Exception as exc:
+            raise _translate(exc, "index deletion") from exc
+
+    async def digests(self, index: str, after: str, size: int) -> list[tuple[str, int, str]]:
+        """(chunk_id, sequence, content_hash) of the index's chunks after `after`, in chunk
+        id order: one page of a full comparison with Postgres."""
+        body: dict[str, Any] = {
+            "size": size,
+            "sort": [{"chunk_id": "asc"}],
+            "_source": ["sequence", "content_hash"],
+            "query": {"match_all": {}},
+        }
+        if after:
+            body["search_after"] = [after]
+        try:
+            found = await self._client.search(index=index, body=body)
+        except Exception as exc:
+            raise _translate(exc, "digest scan") from exc
+        return [
+            (str(h["_id"]), int(h["_source"]["sequence"]), str(h["_source"]["content_hash"]))
+            for h in found["hits"]["hits"]
+        ]
+
+    async def digests_of(self, index: str, chunk_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
+        """chunk_id -> (sequence, content_hash) of those of the ids the index holds."""
+        if not chunk_ids:
+            return {}
+        try:
+            found = await self._client.mget(
+                index=index,
+                body={"ids": list(chunk_ids)},
+                params={"_source_includes": "sequence,content_hash"},
+            )
+        except Exception as exc:
+            raise _translate(exc, "digest lookup") from exc
+        return {
+            str(d["_id"]): (int(d["_source"]["sequence"]), str(d["_source"]["content_hash"]))
+            for d in found["docs"]
+            if d.get("found")
+        }
+
+    async def remove(
+        self, index: str, chunk_ids: Sequence[str], versions: Mapping[str, int] | None = None
+    ) -> int:
+        """Delete chunks by id from one index; how many it held. With `versions` (chunk id ->
+        the sequence it was seen at), a delete leaves its version at that sequence and is a
+        no-op (409) when the chunk was written anew meanwhile: a repair can put it back."""
+        if not chunk_ids:
+            return 0
+        lines: list[dict[str, Any]] = []
+        for cid in chunk_ids:
+            action: dict[str, Any] = {"_index": index, "_id": cid}
+            if versions is not None and cid in versions:
+                action |= {"version": versions[cid], "version_type": "external_gte"}
+            lines.append({"delete": action})
+        try:
+            response = await self._client.bulk(body=lines)
+        except Exception as exc:
+            raise _translate(exc, "chunk delete") from exc
+        items = response.get("items", [])
+        return sum(1 for item in items if item.get("delete", {}).get("result") == "deleted")
+
     async def count(self) -> int:
         try:
             result = await self._client.count(index=self.alias)
@@ -245,13 +323,15 @@ class OpenSearchIndex:
             raise _translate(exc, "count") from exc
         return int(result["count"])
 
-    async def upsert(self, chunks: Sequence[Chunk], *, index: str | None = None) -> int:
+    async def upsert(
+        self, chunks: Sequence[Chunk], *, index: str | None = None, same_version: bool = False
+    ) -> int:
         """Index chunks with external version = their sequence; older writes are no-ops.
 
         Returns how many the index took (409s mean it already held something newer); a
         chunk the index refuses for good raises PermanentError.
         """
-        result = await self._bulk_index(chunks, index or self.alias)
+        result = await self._bulk_index(chunks, index or self.alias, same_version)
         if result.rejected:
             chunk_id, reason = next(iter(result.rejected.items()))
             raise PermanentError(f"OpenSearch refused chunk {chunk_id}: {reason}")
@@ -272,12 +352,14 @@ class OpenSearchIndex:
             rejected.update((await self._bulk_index(stamped, name)).rejected)
         return BulkResult(result.taken, rejected)
 
-    async def _bulk_index(self, chunks: Sequence[Chunk], target: str) -> BulkResult:
+    async def _bulk_index(
+        self, chunks: Sequence[Chunk], target: str, same_version: bool = False
+    ) -> BulkResult:
         """The chunks in bounded requests, one after another. A request that fails
         transiently fails the call; whatever earlier requests wrote is re-sent with the
         same external versions on the retry, where it is a 409, a no-op."""
         taken, rejected = 0, dict[str, str]()
-        for body in self._bulk_bodies(chunks, target):
+        for body in self._bulk_bodies(chunks, target, same_version):
             async with self._bulk_slots:
                 await self._no_purge.wait()
                 try:
@@ -306,7 +388,9 @@ class OpenSearchIndex:
                     rejected[str(result.get("_id"))] = f"{status}: {reason or result}"
         return BulkResult(taken, rejected)
 
-    def _bulk_bodies(self, chunks: Sequence[Chunk], target: str) -> Iterator[bytes]:
+    def _bulk_bodies(
+        self, chunks: Sequence[Chunk], target: str, same_version: bool = False
+    ) -> Iterator[bytes]:
         """NDJSON bodies of at most max_chunks chunks and max_bytes bytes each (a single
         chunk larger than max_bytes goes alone)."""
         lines: list[bytes] = []
@@ -318,7 +402,7 @@ class OpenSearchIndex:
                         "_index": target,
                         "_id": chunk.chunk_id,
                         "version": chunk.sequence,
-                        "version_type": "external",
+                        "version_type": "external_gte" if same_version else "external",
                     }
                 }
             ).encode()
@@ -462,21 +546,7 @@ class OpenSearchIndex:
 
     async def delete_chunks(self, chunk_ids: Sequence[str]) -> int:
         """Remove chunks by id from every generation (a reparse's replaced chunks)."""
-        removed = 0
-        for index in await self.generations():
-            lines = [{"delete": {"_index": index, "_id": cid}} for cid in chunk_ids]
-            if not lines:
-                continue
-            try:
-                response = await self._client.bulk(body=lines)
-            except Exception as exc:
-                raise _translate(exc, "chunk delete") from exc
-            removed += sum(
-                1
-                for item in response.get("items", [])
-                if item.get("delete", {}).get("result") == "deleted"
-            )
-        return removed
+        return sum([await self.remove(index, chunk_ids) for index in await self.generations()])
 
     async def count_document(
         self, tenant_id: str, source_id: str, doc_id: str, up_to_sequence: int | None = None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.progress import Progress
@@ -18,9 +18,11 @@ from govindex.cli.common import (
     setup,
     with_runtime,
 )
+from govindex.cli.jobs import Execute, Rate, job_progress, report
 from govindex.core.schemas import MODELS, check_schemas, write_schemas
-from govindex.runtime.bootstrap import rebuild_projection
 from govindex.runtime.composition import Runtime
+from govindex.runtime.jobs import start_job
+from govindex.runtime.reindex import REINDEX
 from indexer.app import reembed_chunks, reparse_documents
 from indexer.reparse import ReparseReport
 from ingest.app import registered
@@ -76,25 +78,86 @@ def reparse_command(
     return 1 if report.failed else 0
 
 
-def reindex_command(state_dir: StateDir = DEFAULT_DIR, log_level: LogLevel = "WARNING") -> int:
-    """Rebuild the OpenSearch projection from Postgres into a new generation.
+def reindex_command(
+    rate: Rate = None,
+    no_switch: Annotated[
+        bool,
+        typer.Option(
+            "--no-switch",
+            help="Build and verify, but leave the alias where it is: the generation stays "
+            "building (workers keep it current) until `govindex reindex --switch N`.",
+        ),
+    ] = False,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="Build nothing: compare a generation (the live one, or --generation) with "
+            "Postgres chunk by chunk; with --execute, repair what differs.",
+        ),
+    ] = False,
+    generation: Annotated[
+        int | None,
+        typer.Option("--generation", metavar="N", min=1, help="The generation --verify checks."),
+    ] = None,
+    switch: Annotated[
+        int | None,
+        typer.Option(
+            "--switch",
+            metavar="N",
+            min=1,
+            help="Build nothing: verify (and repair) building generation N, then point the "
+            "alias at it.",
+        ),
+    ] = None,
+    execute: Execute = False,
+    state_dir: StateDir = DEFAULT_DIR,
+    log_level: LogLevel = "WARNING",
+) -> int:
+    """Rebuild the OpenSearch projection from Postgres into a new generation, as a job.
 
-    Copies every stored chunk into a new index generation, then switches the alias to it.
-    Running workers keep stamping the generation they started with until restarted.
+    Registers the next generation as building (from then on every worker writes to it as
+    well as to the live one), copies every stored chunk with a checkpoint (at --rate chunks
+    per second), verifies it against Postgres chunk by chunk (sequence and content hash),
+    repairs what a concurrent change left different, and only then switches the alias,
+    atomically. Dry run unless --execute; `govindex jobs resume ID` continues a stopped one;
+    `govindex jobs cancel ID` abandons it (its generation is dropped).
+
+        govindex reindex --execute
+        govindex reindex --rate 2000 --no-switch --execute
+        govindex reindex --verify
     """
+    if sum((verify, switch is not None, no_switch)) > 1:
+        raise typer.BadParameter("use one of --verify, --switch N and --no-switch")
+    if generation is not None and not verify:
+        raise typer.BadParameter("--generation goes with --verify", param_hint="--generation")
     settings = setup(state_dir, log_level)
-
-    async def run(rt: Runtime) -> tuple[int, int]:
-        await rt.index.ensure_template()
-        generation = await rebuild_projection(rt)
-        return generation, await rt.index.count()
-
-    generation, count = with_runtime(settings, run)
-    console.print(
-        f"rebuilt {settings.index_alias} as generation {generation}: {count} chunks. "
-        "Running workers keep stamping the generation they started with until restarted."
-    )
-    return 0
+    if verify:
+        args: dict[str, Any] = {"mode": "verify", "generation": generation}
+    elif switch is not None:
+        args = {"mode": "switch", "generation": switch}
+    else:
+        args = {"mode": "build", "switch": not no_switch}
+    with job_progress("reindex") as progress:
+        job = with_runtime(
+            settings,
+            lambda rt: start_job(
+                rt,
+                REINDEX,
+                {k: v for k, v in args.items() if v is not None},
+                dry_run=not execute,
+                rate=rate,
+                progress=progress,
+            ),
+        )
+    code = report(job)
+    built = job.checkpoint.get("generation")
+    if args["mode"] == "build" and built and not args["switch"] and job.state.value == "succeeded":
+        console.print(
+            f"generation {built} is built and kept current; switch to it with "
+            f"`govindex reindex --switch {built} --execute`"
+        )
+    return code
 
 
 def reembed_command(state_dir: StateDir = DEFAULT_DIR, log_level: LogLevel = "WARNING") -> int:

@@ -43,9 +43,10 @@ def requester() -> str:
 def _runners() -> dict[str, Runner]:
     from govindex.runtime.dlq import REDRIVE, run_redrive
     from govindex.runtime.offsets import RESET, run_reset
+    from govindex.runtime.reindex import REINDEX, run_reindex
     from govindex.runtime.replay import REPLAY, run_replay
 
-    return {REDRIVE: run_redrive, RESET: run_reset, REPLAY: run_replay}
+    return {REDRIVE: run_redrive, RESET: run_reset, REPLAY: run_replay, REINDEX: run_reindex}
 
 
 async def start_job(

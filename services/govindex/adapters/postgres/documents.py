@@ -551,9 +551,11 @@ class PostgresChunkStore(PostgresAdapter):
     async def chunks_by_id(self, chunk_ids: Sequence[str]) -> list[Chunk]:
         return await select_chunks(self._pool, "WHERE chunk_id = ANY(%s)", (list(chunk_ids),))
 
-    async def iter_all_chunks(self, batch: int = 500) -> AsyncIterator[list[Chunk]]:
-        """Every stored chunk, in batches: the input of a projection rebuild."""
-        after = ""
+    async def iter_all_chunks(
+        self, batch: int = 500, after: str = ""
+    ) -> AsyncIterator[list[Chunk]]:
+        """Every stored chunk (after the chunk id `after`), in batches of chunk id order:
+        the input of a projection rebuild."""
         while True:
             rows = await select_chunks(
                 self._pool, "WHERE chunk_id > %s ORDER BY chunk_id LIMIT %s", (after, batch)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from psycopg_pool import AsyncConnectionPool
 
@@ -49,6 +49,41 @@ class PostgresGenerations(PostgresAdapter):
                 (self._alias,),
             )
             return [(int(g), str(name)) for g, name in await cur.fetchall()]
+
+    async def get(self, generation: int) -> str | None:
+        """The generation's state (building, live, retired); None if never registered."""
+        row = await self._row(
+            "SELECT state FROM index_generations WHERE alias = %s AND generation = %s",
+            (self._alias, generation),
+        )
+        return str(row[0]) if row else None
+
+    async def retire(self, generation: int) -> None:
+        """An abandoned build: workers stop writing to it."""
+        await self._execute(
+            "UPDATE index_generations SET state = 'retired' WHERE alias = %s AND generation = %s "
+            "AND state = 'building'",
+            (self._alias, generation),
+        )
+
+    async def digests(self, after: str, limit: int) -> list[tuple[str, int, str]]:
+        """(chunk_id, sequence, content_hash) of stored chunks after `after`, by chunk id."""
+        rows = await self._rows(
+            "SELECT chunk_id, sequence, content_hash FROM chunks WHERE chunk_id > %s "
+            "ORDER BY chunk_id LIMIT %s",
+            (after, limit),
+        )
+        return [(str(c), int(q), str(h)) for c, q, h in rows]
+
+    async def digests_of(self, chunk_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
+        """chunk_id -> (sequence, content_hash) of those of the ids Postgres holds."""
+        if not chunk_ids:
+            return {}
+        rows = await self._rows(
+            "SELECT chunk_id, sequence, content_hash FROM chunks WHERE chunk_id = ANY(%s)",
+            (list(chunk_ids),),
+        )
+        return {str(c): (int(q), str(h)) for c, q, h in rows}
 
     async def stored_chunks(self) -> int:
         return await self._count("SELECT count(*) FROM chunks")
