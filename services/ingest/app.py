@@ -3,7 +3,7 @@ ingest verbs that the CLI, the webhook receiver and the demo all call."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -13,6 +13,8 @@ from typing import Any
 import structlog
 
 from govindex.core.errors import GovindexError
+from govindex.core.jobs import Job, JobState, Pacer
+from govindex.core.paths import selected
 from govindex.core.records import SourceManifest
 from govindex.runtime.composition import Runtime
 from govindex.runtime.listener import Listener
@@ -22,13 +24,15 @@ from ingest.cdc_worker import CdcPorts, apply_change
 from ingest.handlers import (
     IngestContext,
     IngestReport,
+    Snapshot,
+    backfill_documents,
     delete_document,
     delete_source,
     fingerprint_versions,
     git_versions,
     ingest_snapshot,
 )
-from ingest.receiver import ReceiverPorts, build_app, reconcile_source
+from ingest.receiver import ReceiverPorts, build_app, git_view, reconcile_source
 from ingest.reconcile import Drift, SourceView
 from ingest.reconcile import reconcile as reconcile_snapshot
 from ingest.sources import DEFAULT_INCLUDE, FolderSnapshot, GitSnapshot
@@ -248,6 +252,114 @@ async def reconcile_all(rt: Runtime) -> dict[str, str]:
         )
         log.info("reconcile.done", source=manifest.source_id, result=results[manifest.source_id])
     return results
+
+
+# --- backfill -------------------------------------------------------------------------------
+
+BACKFILL = "backfill"
+BACKFILL_STEP = 100  # documents per step at most (fewer at a low rate)
+
+
+async def _reader(
+    rt: Runtime, manifest: SourceManifest
+) -> Callable[[], Awaitable[tuple[Snapshot, IngestContext]]]:
+    """How a backfill reads its source now: a git source's branch head (fetched), a folder
+    source's folder."""
+    if manifest.git is not None:
+
+        async def git() -> tuple[Snapshot, IngestContext]:
+            view = await git_view(manifest, receiver_ports(rt))
+            return view.snapshot, view.ctx
+
+        return git
+    folder = await _folder_of(rt, manifest)
+    if folder is None:
+        raise SourceRefused(
+            f"source {manifest.source_id!r} has no `git` section and no `folder` section in "
+            "its manifest, and was never ingested with `govindex ingest path`: there is no "
+            "source to read again (a CDC source is backfilled by a Debezium snapshot)"
+        )
+    filters = (
+        Filters(manifest.folder.include, manifest.folder.exclude) if manifest.folder else Filters()
+    )
+
+    async def local() -> tuple[Snapshot, IngestContext]:
+        view = folder_view(rt, manifest, folder, filters)
+        return view.snapshot, view.ctx
+
+    return local
+
+
+async def backfill_scope(rt: Runtime, manifest: SourceManifest, docs: Sequence[str]) -> list[str]:
+    """The documents a backfill covers, sorted: those the source has now and those emitted
+    before (a document the source lost gets its deletion), matching `docs` when given."""
+    snapshot, ctx = await (await _reader(rt, manifest))()
+    present = {f.doc_id for f in snapshot.files(ctx.include, ctx.exclude)}
+    known = set(await rt.ingest_state.known(manifest.tenant, manifest.source_id))
+    return sorted(d for d in present | known if not docs or selected(d, docs, ()))
+
+
+async def run_backfill(rt: Runtime, job: Job, progress: Callable[[int, int | None], None]) -> Job:
+    """Run (or continue) a backfill job: documents in id order, the last one done as
+    checkpoint; a step repeated after a crash emits the same event ids (duplicates)."""
+    manifest = await registered(rt, job.args["source"])
+    docs = tuple(job.args.get("docs") or ())
+    after = str(job.checkpoint.get("after", ""))
+    scope = [d for d in await backfill_scope(rt, manifest, docs) if d > after]
+    if job.total is None:
+        await rt.jobs.start(job.id, len(scope), {"after": ""})
+        job = job.model_copy(update={"total": len(scope)})
+    read = await _reader(rt, manifest)
+    counts, done = dict(job.counts), job.done
+    pacer = Pacer(None if job.dry_run else job.rate)
+    progress(done, job.total)
+    known = set(await rt.ingest_state.known(manifest.tenant, manifest.source_id))
+    present: set[str] = set()
+    if job.dry_run:
+        snapshot, ctx = await read()
+        present = {f.doc_id for f in snapshot.files(ctx.include, ctx.exclude)}
+    while True:
+        size = pacer.batch(BACKFILL_STEP)
+        step, scope = scope[:size], scope[size:]
+        if job.dry_run:
+            for doc_id in step:
+                gone = doc_id not in present
+                _bump(counts, "deleted" if gone else "updated" if doc_id in known else "created")
+        else:
+            report = await backfill_documents(
+                manifest,
+                step,
+                read,
+                state=rt.ingest_state,
+                emitter=rt.ingest_state,
+                op=f"backfill:{job.id}",
+            )
+            for key, found in (
+                ("created", report.created),
+                ("updated", report.updated),
+                ("deleted", report.deleted),
+            ):
+                if found:
+                    _bump(counts, key, len(found))
+            if report.skipped:
+                _bump(counts, "skipped", len(report.skipped))
+        done += len(step)
+        after = step[-1] if step else after
+        outcome = await rt.jobs.record(
+            job.id, done=done, counts=counts, checkpoint={"after": after}, finished=not scope
+        )
+        progress(done, job.total)
+        if not scope or outcome.state != JobState.RUNNING:
+            break
+        pacer.retune(None if job.dry_run else outcome.rate)
+        await pacer.pace(len(step))
+    final = await rt.jobs.get(job.id)
+    assert final is not None
+    return final
+
+
+def _bump(counts: dict[str, int], key: str, by: int = 1) -> None:
+    counts[key] = counts.get(key, 0) + by
 
 
 # --- long-running connectors --------------------------------------------------------------

@@ -9,7 +9,7 @@ document readable on any topic.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
@@ -119,6 +119,58 @@ async def ingest_snapshot(
     return report
 
 
+async def backfill_documents(
+    manifest: SourceManifest,
+    doc_ids: Sequence[str],
+    read: Callable[[], Awaitable[tuple[Snapshot, IngestContext]]],
+    *,
+    state: IngestState,
+    emitter: Emitter,
+    op: str,
+) -> IngestReport:
+    """Emit the current content of these documents again (a deletion for one the source no
+    longer has), whatever was emitted before: a backfill's step.
+
+    Each document's sequence is reserved, and committed, before the source is read: an
+    update emitted before the reservation was read from an older source, and the backfill
+    reads a source at least as new; one emitted after it has a higher sequence and wins.
+    So a backfill racing live updates never overwrites newer content with older. `op` makes
+    the event ids the step's own, and the same again when a resumed job repeats the step,
+    so the indexer takes a repeat as a duplicate.
+    """
+    if not doc_ids:
+        return IngestReport()
+    tenant, source = manifest.tenant, manifest.source_id
+    async with emitter.transaction() as tx:
+        sequences = await tx.reserve_sequences(tenant, source, list(doc_ids))
+    snapshot, ctx = await read()  # read after reserving: at least as new as any earlier emit
+    present = {f.doc_id: f for f in snapshot.files(ctx.include, ctx.exclude)}
+    known = await state.known(tenant, source)
+    report = IngestReport()
+    texts = _decode(snapshot, [present[d] for d in doc_ids if d in present], report)
+    versions = ctx.versions([f for f, _ in texts])
+    messages: list[OutboxMessage] = []
+    blobs: list[tuple[str, str]] = []
+    seen: dict[str, str | None] = {}
+    for file, text in texts:
+        version = versions.get(file.doc_id, (ctx.deletion_version, ctx.observed_at))
+        prior = known.get(file.doc_id)
+        messages.append(_change(ctx, file, text, sequences[file.doc_id], version, prior, op))
+        blobs.append((sha256_hex(text), text))
+        (report.created if prior is None else report.updated).append(file.doc_id)
+        seen[file.doc_id] = file.fingerprint
+    for doc_id in doc_ids:
+        if doc_id not in present:
+            messages.append(_deletion(ctx, doc_id, sequences[doc_id], op))
+            report.deleted.append(doc_id)
+            seen[doc_id] = None
+    async with emitter.transaction() as tx:
+        await tx.put_blobs(blobs)
+        await tx.emit(messages)
+        await tx.record(tenant, source, seen)
+    return report
+
+
 def _decode(
     snapshot: Snapshot, changed: Sequence[SourceFile], report: IngestReport
 ) -> list[tuple[SourceFile, str]]:
@@ -141,6 +193,7 @@ def _change(
     sequence: int,
     version: tuple[str, datetime],
     prior: str | None,
+    op_key: str | None = None,
 ) -> OutboxMessage:
     """A create or update; its content goes in as a blob in the same transaction."""
     content_hash = sha256_hex(text)
@@ -160,10 +213,12 @@ def _change(
     op = "created" if prior is None else "updated"
     event_type = events.DOCUMENT_CREATED if prior is None else events.DOCUMENT_UPDATED
     # The previous fingerprint is part of the identity so A -> B -> A is three changes.
-    return document_message(ctx.topics, event_type, payload, f"{op}:{prior or ''}")
+    return document_message(ctx.topics, event_type, payload, op_key or f"{op}:{prior or ''}")
 
 
-def _deletion(ctx: IngestContext, doc_id: str, sequence: int) -> OutboxMessage:
+def _deletion(
+    ctx: IngestContext, doc_id: str, sequence: int, op_key: str | None = None
+) -> OutboxMessage:
     payload = DocumentDeleted(
         tenant_id=ctx.manifest.tenant,
         source_id=ctx.manifest.source_id,
@@ -172,7 +227,7 @@ def _deletion(ctx: IngestContext, doc_id: str, sequence: int) -> OutboxMessage:
         sequence=sequence,
         deleted_at=ctx.observed_at,
     )
-    return document_message(ctx.topics, events.DOCUMENT_DELETED, payload, "deleted")
+    return document_message(ctx.topics, events.DOCUMENT_DELETED, payload, op_key or "deleted")
 
 
 def document_message(

@@ -168,17 +168,20 @@ def test_a_redrive_killed_half_way_resumes_from_its_checkpoint(running: Path) ->
     assert len(ids) == total and len(set(ids)) == total
 
 
-def wait_job(stack: dict[str, Any], ready: Any, timeout: float = 90) -> dict[str, Any]:
+def wait_job(
+    stack: dict[str, Any], ready: Any, timeout: float = 90, kind: str = "dlq-redrive"
+) -> dict[str, Any]:
+    """The newest job of `kind` once `ready(job)` holds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with psycopg.connect(stack["pg_dsn"]) as conn:
             row = conn.execute(
-                "SELECT id, state, done, total FROM jobs WHERE kind = 'dlq-redrive' "
-                "ORDER BY id DESC LIMIT 1"
+                "SELECT id, state, done, total FROM jobs WHERE kind = %s ORDER BY id DESC LIMIT 1",
+                (kind,),
             ).fetchone()
         if row is not None:
             job = dict(zip(("id", "state", "done", "total"), row, strict=True))
             if ready(job):
                 return job
         time.sleep(0.2)
-    raise AssertionError("the redrive job did not get there")
+    raise AssertionError(f"the {kind} job did not get there")

@@ -20,8 +20,21 @@ from govindex.cli.common import (
     setup,
     with_runtime,
 )
+from govindex.cli.jobs import Execute, Rate, job_progress, report
+from govindex.core.jobs import Job
 from govindex.core.paths import PatternError, check_patterns
-from ingest.app import Filters, delete_one, ingest_folder, ingest_git, reconcile
+from govindex.runtime.composition import Runtime
+from govindex.runtime.jobs import Progress as ReportProgress
+from govindex.runtime.jobs import start_job
+from ingest.app import (
+    BACKFILL,
+    Filters,
+    delete_one,
+    ingest_folder,
+    ingest_git,
+    reconcile,
+    registered,
+)
 from ingest.handlers import IngestReport
 
 app = typer.Typer(help="Emit document events from a local git repository or a folder.")
@@ -191,3 +204,48 @@ def delete_command(
         f"check with `govindex documents --source {source}`"
     )
     return 0
+
+
+def backfill_command(
+    source: SourceId,
+    docs: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--docs",
+            metavar="GLOB",
+            callback=_patterns,
+            help="Only documents matching GLOB (gitignore syntax); repeat for several.",
+        ),
+    ] = None,
+    rate: Rate = None,
+    execute: Execute = False,
+    state_dir: StateDir = DEFAULT_DIR,
+    log_level: LogLevel = "WARNING",
+) -> int:
+    """Read a source again and re-emit every document, in resumable steps, as a job.
+
+    Each step reserves its documents' sequences before it reads the source (a git source's
+    branch head, a folder source's folder), so an update emitted meanwhile by a webhook or
+    an ingest wins over the backfill's copy; a document the source no longer has is
+    deleted. Dry run by default; `govindex jobs resume ID` continues a stopped one.
+
+        govindex backfill --source handbook
+        govindex backfill --source handbook --docs 'runbooks/**' --rate 50 --execute
+    """
+    settings = setup(state_dir, log_level)
+
+    async def run(rt: Runtime, progress: ReportProgress) -> Job:
+        await registered(rt, source)
+        args = {"source": source, "docs": list(docs or [])}
+        return await start_job(
+            rt,
+            BACKFILL,
+            {k: v for k, v in args.items() if v},
+            dry_run=not execute,
+            rate=rate,
+            progress=progress,
+        )
+
+    with job_progress("backfill") as progress:
+        job = with_runtime(settings, lambda rt: run(rt, progress))
+    return report(job)

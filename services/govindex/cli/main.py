@@ -78,6 +78,7 @@ app.add_typer(offsets.app, name="offsets")
 COMMANDS: dict[str, Callable[..., int]] = {
     "reconcile": ingest.reconcile_command,
     "delete": ingest.delete_command,
+    "backfill": ingest.backfill_command,
     "verify-purge": purge.verify_purge_command,
     "purge-status": purge.purge_status_command,
     "retention": purge.retention_command,

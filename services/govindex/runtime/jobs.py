@@ -45,8 +45,15 @@ def _runners() -> dict[str, Runner]:
     from govindex.runtime.offsets import RESET, run_reset
     from govindex.runtime.reindex import REINDEX, run_reindex
     from govindex.runtime.replay import REPLAY, run_replay
+    from ingest.app import BACKFILL, run_backfill
 
-    return {REDRIVE: run_redrive, RESET: run_reset, REPLAY: run_replay, REINDEX: run_reindex}
+    return {
+        REDRIVE: run_redrive,
+        RESET: run_reset,
+        REPLAY: run_replay,
+        REINDEX: run_reindex,
+        BACKFILL: run_backfill,
+    }
 
 
 async def start_job(
