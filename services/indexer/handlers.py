@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 
 import structlog
 
-from govindex.core import events, metrics
+from govindex.core import events, metrics, tracing
 from govindex.core.envelope import Envelope, KafkaRecord, encode_document_event
 from govindex.core.errors import (
     ContentUnavailable,
@@ -172,6 +172,7 @@ async def index_batch(
         log.info(
             "document.applied",
             doc_key=item.payload.key,
+            trace_id=tracing.trace_id(item.envelope.extensions),
             sequence=item.payload.sequence,
             outcome=result.outcome if isinstance(result, ApplyResult) else "dead_lettered",
             chunks=result.chunk_count if isinstance(result, ApplyResult) else 0,
@@ -490,7 +491,11 @@ def _announce_change(
             **payload.identity(), principals=list(result.revoked), revoked_at=now
         )
         record = encode_document_event(
-            events.ACCESS_REVOKED, revoked, op=f"revoked:{payload.sequence}", time=now
+            events.ACCESS_REVOKED,
+            revoked,
+            op=f"revoked:{payload.sequence}",
+            time=now,
+            cause=envelope.extensions,
         )
         messages.append(_to_purger(ports, record, payload.tenant_id, payload.source_id))
     return messages
@@ -508,6 +513,7 @@ def _announce_deletion(
         time=plan.recorded_at,
         event_id=item.envelope.id,
         extensions={"deletionmode": plan.deletion_mode},
+        cause=item.envelope.extensions,
     )
     return [
         _to_purger(ports, forward, payload.tenant_id, payload.source_id),
@@ -567,7 +573,11 @@ def _receipt(
         indexed_at=now,
     )
     record = encode_document_event(
-        events.DOCUMENT_INDEXED, receipt, op=f"indexed:{payload.sequence}", time=now
+        events.DOCUMENT_INDEXED,
+        receipt,
+        op=f"indexed:{payload.sequence}",
+        time=now,
+        cause=envelope.extensions,
     )
     return OutboxMessage(ports.topics.receipts, record)
 

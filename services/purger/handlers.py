@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import structlog
 
@@ -171,7 +172,11 @@ async def _complete(
         duration_ms=int((time.monotonic() - started) * 1000),
     )
     record = encode_document_event(
-        events.DOCUMENT_PURGED, receipt, op=f"purged:{payload.sequence}", time=now
+        events.DOCUMENT_PURGED,
+        receipt,
+        op=f"purged:{payload.sequence}",
+        time=now,
+        cause=envelope.extensions,
     )
     done = await ports.store.complete(
         CONSUMER,
@@ -179,7 +184,10 @@ async def _complete(
         tombstone,
         receipt.model_dump(mode="json"),
         [OutboxMessage(ports.receipts_topic, record)]
-        + [_invalidation(payload, artifact, ports, now) for artifact in invalidated],
+        + [
+            _invalidation(payload, artifact, ports, now, envelope.extensions)
+            for artifact in invalidated
+        ],
     )
     if done:
         latency = (now - payload.deleted_at).total_seconds()
@@ -286,7 +294,11 @@ async def _purge_copies(
 
 
 def _invalidation(
-    payload: DocumentDeleted, artifact: Invalidated, ports: PurgerPorts, now: datetime
+    payload: DocumentDeleted,
+    artifact: Invalidated,
+    ports: PurgerPorts,
+    now: datetime,
+    cause: Mapping[str, Any],
 ) -> OutboxMessage:
     body = ArtifactInvalidated(
         tenant_id=payload.tenant_id,
@@ -312,6 +324,7 @@ def _invalidation(
         key=payload.key,
         payload=body,
         time=now,
+        cause=cause,
     )
     return OutboxMessage(ports.receipts_topic, record)
 

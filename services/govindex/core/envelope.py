@@ -7,6 +7,7 @@ mode, since any CloudEvents producer may send either.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast
@@ -17,6 +18,7 @@ from pydantic import BaseModel
 
 from govindex.core import events
 from govindex.core.errors import InvalidEvent
+from govindex.core.tracing import TRACEPARENT, trace_extensions
 
 SOURCE_URI_PREFIX = "/govindex/sources"
 
@@ -83,8 +85,12 @@ def encode(
     payload: BaseModel,
     time: datetime | None = None,
     extensions: dict[str, str | int] | None = None,
+    cause: Mapping[str, Any] | None = None,
 ) -> KafkaRecord:
-    """Build a binary-mode CloudEvent for `payload`, keyed by `key` (DESIGN §4)."""
+    """Build a binary-mode CloudEvent for `payload`, keyed by `key` (DESIGN §4).
+
+    It carries W3C trace context (core.tracing): a child of `cause`, the attributes of the
+    event that caused it, else of the current span, else a new trace."""
     attributes: dict[str, Any] = {
         "id": event_id,
         "type": event_type,
@@ -97,6 +103,8 @@ def encode(
     }
     for name, value in (extensions or {}).items():
         attributes[name] = str(value)
+    if TRACEPARENT not in attributes:
+        attributes.update(trace_extensions(cause))
     event = CloudEvent(attributes=attributes, data=payload.model_dump(mode="json"))
     message = ce_kafka.to_binary_event(event)
     return KafkaRecord(
@@ -168,6 +176,7 @@ def encode_document_event(
     time: datetime | None = None,
     event_id: str | None = None,
     extensions: dict[str, str | int] | None = None,
+    cause: Mapping[str, Any] | None = None,
 ) -> KafkaRecord:
     """Encode an event about one document, keyed and identified by the document.
 
@@ -190,4 +199,5 @@ def encode_document_event(
             "sourceversion": doc.source_version,
             **(extensions or {}),
         },
+        cause=cause,
     )

@@ -12,7 +12,7 @@ from typing import Any
 
 import structlog
 
-from govindex.core import metrics
+from govindex.core import metrics, tracing
 from govindex.core.envelope import Delivery, Envelope, decode
 from govindex.core.errors import PermanentError
 from govindex.core.ports import DeadLetterLog, EventPublisher
@@ -51,8 +51,12 @@ async def process(
         try:
             if not raw:
                 target = decode(delivery.key, delivery.value, delivery.headers)
-                structlog.contextvars.bind_contextvars(event_id=target.id)
-            result = await retry_transient(lambda: handle(target), what=consumer)
+                structlog.contextvars.bind_contextvars(
+                    event_id=target.id, trace_id=tracing.trace_id(target.extensions)
+                )
+            traced = [target.extensions] if isinstance(target, Envelope) else [{}]
+            with tracing.consuming(consumer, traced):
+                result = await retry_transient(lambda: handle(target), what=consumer)
             kind = target.type if isinstance(target, Envelope) else "raw"
             metrics.EVENTS.labels(consumer, kind, metrics.outcome_of(result)).inc()
         except PermanentError as error:
@@ -72,7 +76,7 @@ async def process(
             log.warning("event.dead_lettered", reason=error.reason, error=str(error))
     finally:
         structlog.contextvars.unbind_contextvars(
-            "consumer", "topic", "partition", "offset", "event_id"
+            "consumer", "topic", "partition", "offset", "event_id", "trace_id"
         )
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from govindex.core import metrics
+from govindex.core import metrics, tracing
 from govindex.core.envelope import Delivery, Envelope, decode
 from govindex.core.errors import PermanentError, TransientError
 from govindex.core.ports import DeadLetterLog, EventPublisher
@@ -56,7 +56,8 @@ def batch_processor(
                 decoded.append((i, decode(delivery.key, delivery.value, delivery.headers)))
             except PermanentError as error:
                 failed[i] = error
-        results = await _until_done(handle, [env for _, env in decoded], consumer, stopping)
+        with tracing.consuming(consumer, [env.extensions for _, env in decoded]):
+            results = await _until_done(handle, [env for _, env in decoded], consumer, stopping)
         for (i, envelope), result in zip(decoded, results, strict=True):
             if isinstance(result, PermanentError):
                 failed[i] = result
