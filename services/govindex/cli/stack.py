@@ -20,7 +20,8 @@ from govindex.runtime.workers import WORKERS, Workers
 
 app = typer.Typer()
 
-SERVED = (*WORKERS, "webhooks", "reader")
+SERVED = (*WORKERS, "webhooks", "reader", "admin")
+LISTENERS = ("webhooks", "reader", "admin")
 
 
 @app.command()
@@ -75,7 +76,7 @@ def worker(
     names: Annotated[
         list[str] | None,
         typer.Argument(
-            help="Any of indexer, purger, cdc, webhooks, reader; or `pause KIND` / "
+            help="Any of indexer, purger, cdc, webhooks, reader, admin; or `pause KIND` / "
             "`resume KIND` (indexer, purger, cdc) to stop or restart that kind's consumers "
             "in every running process.",
             show_default=False,
@@ -99,7 +100,9 @@ def worker(
     first. Scale by running more replicas, up to the partition count of their topic.
     `webhooks` is the public listener (signed webhooks only); `reader` is the read API on
     GOVINDEX_READ_HOST:GOVINDEX_READ_PORT, which refuses to start without
-    GOVINDEX_READ_TOKENS. Keep it on an internal network.
+    GOVINDEX_READ_TOKENS. `admin` is the jobs API on GOVINDEX_ADMIN_HOST:GOVINDEX_ADMIN_PORT,
+    behind GOVINDEX_ADMIN_TOKEN (it refuses to start without one). Keep both on an internal
+    network.
 
     `govindex worker pause indexer` sets a flag every worker process obeys within
     GOVINDEX_CONTROL_POLL_S: its indexer consumers finish their batches, commit and leave
@@ -113,7 +116,7 @@ def worker(
         return pause_or_resume(names[0], names[1:], settings)
     chosen = _names(names or ["indexer", "purger"])
     port = webhook_port if "webhooks" in chosen else None
-    consumers = tuple(n for n in chosen if n not in ("webhooks", "reader"))
+    consumers = tuple(n for n in chosen if n not in LISTENERS)
     if "reader" in chosen and not settings.read_tokens:
         raise Failure(
             "the read API needs bearer tokens: set GOVINDEX_READ_TOKENS, e.g. "
@@ -129,6 +132,7 @@ def worker(
             webhook_host=webhook_host,
             reconcile=reconcile,
             read_api="reader" in chosen,
+            admin_api="admin" in chosen,
         )
     )
 
@@ -181,16 +185,16 @@ async def _serve(
     webhook_host: str = "127.0.0.1",
     reconcile: bool = False,
     read_api: bool = False,
+    admin_api: bool = False,
 ) -> int:
+    from govindex.runtime.admin import AdminServer
     from ingest.app import WebhookServer, reconcile_all
     from reader.app import ReadServer
 
     if bootstrap:
         await prepare(settings)
     async with Runtime(settings) as rt:
-        running = Workers(
-            rt, run=tuple(w for w in workers if w not in ("webhooks", "reader")), metrics=True
-        )
+        running = Workers(rt, run=tuple(w for w in workers if w not in LISTENERS), metrics=True)
         generation = await running.start()
         if stack is not None:  # a laptop: loopback, any free port, written to stack.json
             metrics_url = serve_metrics("127.0.0.1", 0)
@@ -221,6 +225,19 @@ async def _serve(
                 extra["read_url"] = await reads.start()
             except ValueError as exc:
                 raise Failure(str(exc)) from None
+        admin = None
+        if stack is not None or admin_api:
+            admin_token = settings.admin_token
+            if not admin_token and stack is not None:  # a laptop: its own, in stack.json
+                admin_token = secrets.token_urlsafe(24)
+                extra["admin_token"] = admin_token
+            try:
+                admin = AdminServer(
+                    rt, admin_token, settings.admin_host, 0 if stack else settings.admin_port
+                )
+                extra["admin_url"] = await admin.start()
+            except (ValueError, OSError) as exc:
+                raise Failure(f"cannot serve the admin API: {exc}") from None
         if stack is not None:
             stack.write_stack_file(
                 {
@@ -241,6 +258,7 @@ async def _serve(
             f"  workers     {', '.join(workers)}\n"
             f"  webhooks    {served or 'not served'}\n"
             f"  read api    {extra.get('read_url') or 'not served'}\n"
+            f"  admin api   {extra.get('admin_url') or 'not served'}\n"
             f"  metrics     {metrics_url}\n"
             "Press Ctrl-C to stop.",
             soft_wrap=True,
@@ -258,6 +276,8 @@ async def _serve(
             await webhooks.stop()
         if reads is not None:
             await reads.stop()
+        if admin is not None:
+            await admin.stop()
         await running.stop()
     return 0
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -38,6 +39,16 @@ class JobState(StrEnum):
 
 class JobError(GovindexError):
     """A job cannot do what was asked (unknown id, wrong state): the message says why."""
+
+
+class JobTakenOver(JobError):
+    """Another run of the job took it over (a resume while this one was still stepping):
+    this run's step was rolled back and it stops, leaving the job to the other run."""
+
+
+# The run this task is: the token `jobs.runner` holds while it runs the job. Every step is
+# fenced on it, so two runs of one job (a resume racing a pause) never both commit.
+RUN: ContextVar[str | None] = ContextVar("govindex_job_run", default=None)
 
 
 class Job(BaseModel):

@@ -113,6 +113,12 @@ class Settings(BaseSettings):
     # Where clients find the read API, and the token they send (from stack.json under up).
     read_url: str | None = None
     read_token: str | None = None
+    # The admin API (internal listener, `govindex worker admin`): operator jobs over HTTP,
+    # behind this bearer token (`govindex up` generates one and writes it to stack.json).
+    admin_token: str | None = None
+    admin_host: str = "127.0.0.1"
+    admin_port: int = Field(default=8082, ge=0, le=65535)
+    admin_url: str | None = None
     # The dense channel's model: embeds chunks at ingest and queries at read time.
     embedder: Literal["wordllama", "none"] = "wordllama"
     # Cosine similarity under which the dense channel returns nothing for a chunk.
@@ -155,6 +161,8 @@ class Settings(BaseSettings):
                 "http_url",
                 "read_url",
                 "read_token",
+                "admin_url",
+                "admin_token",
             )
         }
         if "namespace" in stack and "namespace" not in self.model_fields_set:

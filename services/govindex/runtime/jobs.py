@@ -7,15 +7,17 @@ so `govindex jobs pause|cancel|rate` from another terminal take effect at the ne
 
 from __future__ import annotations
 
+import asyncio
 import getpass
 import os
+import secrets
 import socket
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import structlog
 
-from govindex.core.jobs import Job, JobError, JobState
+from govindex.core.jobs import RUN, Job, JobError, JobState, JobTakenOver
 from govindex.runtime.composition import Runtime
 
 log = structlog.get_logger(__name__)
@@ -27,6 +29,11 @@ Runner = Callable[[Runtime, Job, Progress], Awaitable[Job]]
 
 def runner_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _run_token() -> str:
+    """Who runs a job: this process (host:pid), and which run of it in this process."""
+    return f"{runner_id()}/{secrets.token_hex(4)}"
 
 
 def requester() -> str:
@@ -67,15 +74,45 @@ async def start_job(
 ) -> Job:
     """Record a job and run it here to the end (or until paused or cancelled)."""
     job = await rt.jobs.create(
-        kind, args, requested_by=requester(), dry_run=dry_run, rate=rate, runner=runner_id()
+        kind, args, requested_by=requester(), dry_run=dry_run, rate=rate, runner=_run_token()
     )
     log.info("job.started", job=job.id, kind=kind, dry_run=dry_run, args=dict(args))
     return await _run(rt, job, progress)
 
 
+async def launch_job(
+    rt: Runtime,
+    kind: str,
+    args: Mapping[str, Any],
+    *,
+    dry_run: bool,
+    rate: float | None,
+    requested_by: str,
+) -> tuple[Job, asyncio.Task[Job]]:
+    """Record a job and run it in this process's event loop (a server's); returns the job
+    as recorded and the task running it."""
+    if kind not in _runners():
+        raise JobError(f"no job kind {kind!r}; known: {', '.join(sorted(_runners()))}")
+    job = await rt.jobs.create(
+        kind, args, requested_by=requested_by, dry_run=dry_run, rate=rate, runner=_run_token()
+    )
+    log.info("job.started", job=job.id, kind=kind, dry_run=dry_run, args=dict(args))
+    return job, asyncio.create_task(_run(rt, job, _quiet))
+
+
+async def relaunch_job(rt: Runtime, job_id: int) -> tuple[Job, asyncio.Task[Job]]:
+    """`resume_job`, run as a task of this process's event loop."""
+    job = await _claim(rt, job_id)
+    return job, asyncio.create_task(_run(rt, job, _quiet))
+
+
+def _quiet(done: int, total: int | None) -> None:
+    """No progress bar: the job's row says how far it is."""
+
+
 def _gone(runner: str | None) -> bool:
     """Whether `runner` (host:pid) is a process of this host that no longer exists."""
-    host, _, pid = (runner or "").rpartition(":")
+    host, _, pid = (runner or "").partition("/")[0].rpartition(":")
     if host != socket.gethostname() or not pid.isdigit():
         return False
     try:
@@ -92,19 +129,28 @@ async def resume_job(rt: Runtime, job_id: int, progress: Progress) -> Job:
 
     A job still `running` is taken over once its heartbeat is stale, or at once when its
     process was on this host and is gone."""
+    return await _run(rt, await _claim(rt, job_id), progress)
+
+
+async def _claim(rt: Runtime, job_id: int) -> Job:
     current = await rt.jobs.get(job_id)
     dead = current is not None and _gone(current.runner)
-    job = await rt.jobs.claim(job_id, runner_id(), runner_gone=dead)
+    job = await rt.jobs.claim(job_id, _run_token(), runner_gone=dead)
     log.info("job.resumed", job=job.id, kind=job.kind, checkpoint=job.checkpoint)
-    return await _run(rt, job, progress)
+    return job
 
 
 async def _run(rt: Runtime, job: Job, progress: Progress) -> Job:
     runner = _runners().get(job.kind)
     if runner is None:
         raise JobError(f"job {job.id} is a {job.kind!r} job, which this version cannot run")
+    RUN.set(job.runner)  # every step of this run is fenced on it
     try:
         finished = await runner(rt, job, progress)
+    except JobTakenOver as exc:
+        log.warning("job.taken_over", job=job.id, reason=str(exc))
+        current = await rt.jobs.get(job.id)
+        return current or job
     except BaseException as exc:
         # Interrupted (Ctrl-C) or failed: a failure is recorded; an interruption leaves the
         # job running with a stale heartbeat, so `jobs resume` can take it over.

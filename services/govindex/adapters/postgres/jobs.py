@@ -10,7 +10,16 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from govindex.adapters.postgres.tx import PostgresAdapter, connection, enqueue, transaction
-from govindex.core.jobs import STALE_AFTER_S, Job, JobError, JobItem, JobState, StepOutcome
+from govindex.core.jobs import (
+    RUN,
+    STALE_AFTER_S,
+    Job,
+    JobError,
+    JobItem,
+    JobState,
+    JobTakenOver,
+    StepOutcome,
+)
 from govindex.core.ports import OutboxMessage
 
 
@@ -87,12 +96,16 @@ class PostgresJobs(PostgresAdapter):
         )
 
     async def beat(self, job_id: int) -> StepOutcome:
-        row = await self._row(
-            "UPDATE jobs SET heartbeat_at = now() WHERE id = %s RETURNING state, rate", (job_id,)
-        )
-        if row is None:
-            raise JobError(f"job {job_id} disappeared from the jobs table")
-        return StepOutcome(JobState(row[0]), row[1])
+        try:
+            async with transaction(self._pool) as conn:
+                cur = await conn.execute(
+                    "UPDATE jobs SET heartbeat_at = now() WHERE id = %s "
+                    "AND (%s::text IS NULL OR runner = %s) RETURNING state, rate",
+                    (job_id, RUN.get(), RUN.get()),
+                )
+                return await _fenced(conn, job_id, await cur.fetchone())
+        except _Stopped as stopped:
+            return stopped.outcome
 
     async def record(
         self,
@@ -106,9 +119,12 @@ class PostgresJobs(PostgresAdapter):
     ) -> StepOutcome:
         """A step that wrote nothing but the job's own progress (a dry run's), with what it
         would have done with each record it looked at."""
-        async with transaction(self._pool) as conn:
-            await _items(conn, job_id, items)
-            return await self._advance(conn, job_id, done, counts, checkpoint, finished)
+        try:
+            async with transaction(self._pool) as conn:
+                await _items(conn, job_id, items)
+                return await self._advance(conn, job_id, done, counts, checkpoint, finished)
+        except _Stopped as stopped:
+            return stopped.outcome
 
     async def items(self, job_id: int) -> list[JobItem]:
         """What the job did (or, in a dry run, would do) with each record, in its order."""
@@ -148,22 +164,25 @@ class PostgresJobs(PostgresAdapter):
         with each dead letter of `topic` or each record, and the job's progress. A crash
         before the commit leaves none of it; the resumed job starts from the previous
         checkpoint."""
-        async with transaction(self._pool) as conn:
-            await _items(conn, job_id, items)
-            async with conn.cursor() as cur:
-                if actions:
-                    await cur.executemany(
-                        'INSERT INTO dead_letter_actions (topic, partition, "offset", action, '
-                        "job_id) VALUES (%s, %s, %s, %s, %s)",
-                        [(topic, p, o, action, job_id) for p, o, action in actions],
-                    )
-                if unsettle:
-                    await cur.executemany(
-                        "DELETE FROM dead_lettered WHERE consumer = %s AND event_id = %s",
-                        list(unsettle),
-                    )
-            await enqueue(conn, messages)
-            return await self._advance(conn, job_id, done, counts, checkpoint, finished)
+        try:
+            async with transaction(self._pool) as conn:
+                await _items(conn, job_id, items)
+                async with conn.cursor() as cur:
+                    if actions:
+                        await cur.executemany(
+                            'INSERT INTO dead_letter_actions (topic, partition, "offset", action, '
+                            "job_id) VALUES (%s, %s, %s, %s, %s)",
+                            [(topic, p, o, action, job_id) for p, o, action in actions],
+                        )
+                    if unsettle:
+                        await cur.executemany(
+                            "DELETE FROM dead_lettered WHERE consumer = %s AND event_id = %s",
+                            list(unsettle),
+                        )
+                await enqueue(conn, messages)
+                return await self._advance(conn, job_id, done, counts, checkpoint, finished)
+        except _Stopped as stopped:
+            return stopped.outcome
 
     # --- helpers ----------------------------------------------------------------------------
 
@@ -181,13 +200,19 @@ class PostgresJobs(PostgresAdapter):
             "updated_at = now(), "
             "state = CASE WHEN %s AND state = 'running' THEN 'succeeded' ELSE state END, "
             "finished_at = CASE WHEN %s AND state = 'running' THEN now() ELSE finished_at END "
-            "WHERE id = %s RETURNING state, rate",
-            (done, Jsonb(dict(counts)), Jsonb(dict(checkpoint)), finished, finished, job_id),
+            "WHERE id = %s AND (%s::text IS NULL OR runner = %s) RETURNING state, rate",
+            (
+                done,
+                Jsonb(dict(counts)),
+                Jsonb(dict(checkpoint)),
+                finished,
+                finished,
+                job_id,
+                RUN.get(),
+                RUN.get(),
+            ),
         )
-        row = await cur.fetchone()
-        if row is None:
-            raise JobError(f"job {job_id} disappeared from the jobs table")
-        return StepOutcome(JobState(row[0]), row[1])
+        return await _fenced(conn, job_id, await cur.fetchone())
 
     async def _jobs(self, query: LiteralString, params: Sequence[Any]) -> list[Job]:
         async with connection(self._pool) as conn:
@@ -200,6 +225,32 @@ class PostgresJobs(PostgresAdapter):
         if not rows:
             raise JobError("no such job; `govindex jobs list` shows the recent ones")
         return rows[0]
+
+
+class _Stopped(Exception):
+    """Raised inside a step's transaction to roll it back: the job was paused or cancelled
+    (and so left by this run) since the step began."""
+
+    def __init__(self, outcome: StepOutcome) -> None:
+        super().__init__(outcome.state.value)
+        self.outcome = outcome
+
+
+async def _fenced(conn: Any, job_id: int, row: tuple[Any, ...] | None) -> StepOutcome:
+    """The step's outcome when this run still holds the job. Otherwise the step rolls back:
+    paused or cancelled, this run stops as asked; taken over, it stops without a word."""
+    if row is not None:
+        return StepOutcome(JobState(row[0]), row[1])
+    cur = await conn.execute("SELECT state, rate, runner FROM jobs WHERE id = %s", (job_id,))
+    found = await cur.fetchone()
+    if found is None:
+        raise JobError(f"job {job_id} disappeared from the jobs table")
+    state = JobState(found[0])
+    if state in (JobState.PAUSED, JobState.CANCELLED):
+        raise _Stopped(StepOutcome(state, found[1]))
+    raise JobTakenOver(
+        f"job {job_id} is {state.value} in {found[2] or 'no process'}; this run stops"
+    )
 
 
 async def _items(conn: Any, job_id: int, items: Sequence[JobItem]) -> None:

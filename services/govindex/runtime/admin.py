@@ -1,0 +1,323 @@
+"""The admin API: operator jobs over HTTP, behind one bearer token.
+
+    GET  /v1/jobs[?kind=K&limit=N]      recent jobs, newest first
+    GET  /v1/jobs/{id}                  one job: arguments, state, checkpoint, counts
+    GET  /v1/jobs/{id}/items            what it did (or would do) with each record
+    POST /v1/jobs                       start one (dry run unless "execute": true): 202
+    POST /v1/jobs/{id}/pause|cancel     after its current step
+    POST /v1/jobs/{id}/resume           continue it here, from its checkpoint: 202
+    POST /v1/jobs/{id}/rate             {"rate": N} or {"rate": null} (unlimited)
+    GET  /healthz
+
+The same jobs as the CLI, with the same arguments, recorded in the same table; a job
+started here runs in this process (a task), and `govindex jobs resume` takes it over if
+this process dies. No token or a wrong one: 401. A malformed request: 400 naming the field.
+A job that cannot do what is asked (wrong state, unknown id): 409 or 404 with the reason.
+Serve it on an internal network only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+import structlog
+from aiohttp import web
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from govindex.core.errors import GovindexError, TransientError
+from govindex.core.jobs import Job, JobError, JobState
+from govindex.core.records import Patterns
+from govindex.runtime.composition import Runtime
+from govindex.runtime.jobs import launch_job, relaunch_job
+from govindex.runtime.listener import Listener
+
+log = structlog.get_logger(__name__)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+OPERATOR_HEADER = "X-Govindex-Operator"
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ReplayJob(_Request):
+    kind: Literal["replay"]
+    source: str
+    since: AwareDatetime = Field(alias="from")
+    until: AwareDatetime | None = Field(default=None, alias="to")
+    docs: Patterns = Field(default_factory=list)
+    types: list[Literal["created", "updated", "deleted"]] = Field(default_factory=list)
+
+    async def args(self, rt: Runtime) -> dict[str, Any]:
+        manifest = await rt.registry.find(self.source)
+        until = self.until or datetime.now(UTC)
+        if until <= self.since:
+            raise _Refusal(400, "bad_request", "'to' is not after 'from'", "job.to")
+        return {
+            "source": self.source,
+            "tenant": manifest.tenant if manifest else None,
+            "since": self.since.isoformat(),
+            "until": until.isoformat(),
+            "docs": self.docs,
+            "kinds": list(dict.fromkeys(self.types)),
+        }
+
+
+class RedriveJob(_Request):
+    kind: Literal["dlq-redrive"]
+    reason: str | None = None
+    consumer: str | None = None
+    since: AwareDatetime | None = None
+    max: int | None = Field(default=None, ge=1)
+
+    async def args(self, rt: Runtime) -> dict[str, Any]:
+        return {
+            "reason": self.reason,
+            "consumer": self.consumer,
+            "since": self.since.isoformat() if self.since else None,
+            "max": self.max,
+        }
+
+
+class ResetTarget(_Request):
+    datetime: AwareDatetime | None = None
+    offset: int | None = Field(default=None, ge=0)
+    shift_by: int | None = None
+    earliest: Literal[True] | None = None
+    latest: Literal[True] | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> ResetTarget:
+        if len(self.model_dump(exclude_none=True)) != 1:
+            raise ValueError("give exactly one of datetime, offset, shift_by, earliest, latest")
+        return self
+
+
+class ResetJob(_Request):
+    kind: Literal["offsets-reset"]
+    group: str
+    topic: str
+    partition: int | None = Field(default=None, ge=0)
+    to: ResetTarget
+
+    async def args(self, rt: Runtime) -> dict[str, Any]:
+        from govindex.runtime.offsets import group_name
+
+        ns = rt.settings.namespace
+        to = self.to.model_dump(exclude_none=True, mode="json")
+        return {
+            "group": group_name(rt.settings, self.group),
+            "topic": self.topic if "." in self.topic else f"{ns}.{self.topic}",
+            "to": to,
+            "partition": self.partition,
+        }
+
+
+class ReindexJob(_Request):
+    kind: Literal["reindex"]
+    mode: Literal["build", "verify", "switch"] = "build"
+    generation: int | None = Field(default=None, ge=1)
+    switch: bool = True
+
+    async def args(self, rt: Runtime) -> dict[str, Any]:
+        if self.mode == "switch" and self.generation is None:
+            raise _Refusal(400, "bad_request", "switch needs a generation", "job.generation")
+        if self.mode == "build":
+            return {"mode": "build", "switch": self.switch}
+        return {"mode": self.mode, "generation": self.generation}
+
+
+class BackfillJob(_Request):
+    kind: Literal["backfill"]
+    source: str
+    docs: Patterns = Field(default_factory=list)
+
+    async def args(self, rt: Runtime) -> dict[str, Any]:
+        if await rt.registry.find(self.source) is None:
+            raise _Refusal(404, "not_found", f"source {self.source!r} is not registered", "job")
+        return {"source": self.source, "docs": self.docs}
+
+
+class StartJob(_Request):
+    job: Annotated[
+        ReplayJob | RedriveJob | ResetJob | ReindexJob | BackfillJob, Field(discriminator="kind")
+    ]
+    execute: bool = False
+    rate: float | None = Field(default=None, gt=0)
+
+
+class SetRate(_Request):
+    rate: float | None = Field(gt=0)
+
+
+class _Refusal(Exception):
+    def __init__(self, status: int, error: str, reason: str, field: str | None = None) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.body = {"error": error, "reason": reason, **({"field": field} if field else {})}
+
+
+def _job(job: Job, status: int = 200) -> web.Response:
+    return web.json_response(job.model_dump(mode="json"), status=status)
+
+
+async def _body(request: web.Request, model: type[BaseModel]) -> Any:
+    raw = await request.read()
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"]) or None
+        raise _Refusal(400, "bad_request", first["msg"], where) from None
+    except (ValueError, RecursionError):
+        raise _Refusal(400, "bad_request", "the body is not valid JSON") from None
+
+
+def _guard(token: str) -> Any:
+    expected = token.encode()
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            if request.path != "/healthz":
+                scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+                if scheme.lower() != "bearer" or not hmac.compare_digest(
+                    given.strip().encode(), expected
+                ):
+                    raise _Refusal(401, "unauthorized", "send Authorization: Bearer <admin token>")
+            return await handler(request)
+        except _Refusal as refusal:
+            headers = {"WWW-Authenticate": "Bearer"} if refusal.status == 401 else None
+            return web.json_response(refusal.body, status=refusal.status, headers=headers)
+        except JobError as exc:
+            status = 404 if str(exc).startswith("no job") else 409
+            return web.json_response({"error": "refused", "reason": str(exc)}, status=status)
+        except TransientError as exc:
+            log.warning("admin.unavailable", error=str(exc))
+            body = {"error": "unavailable", "reason": "a server the job needs is unreachable"}
+            return web.json_response(body, status=503)
+        except GovindexError as exc:
+            return web.json_response({"error": "refused", "reason": str(exc)}, status=409)
+
+    return guard
+
+
+def build_admin_app(rt: Runtime, token: str, tasks: set[asyncio.Task[Job]]) -> web.Application:
+    def job_id(request: web.Request) -> int:
+        raw = request.match_info["job_id"]
+        if not raw.isdigit():
+            raise _Refusal(400, "bad_request", "a job id is a number", "job_id")
+        return int(raw)
+
+    async def existing(request: web.Request) -> Job:
+        found = await rt.jobs.get(job_id(request))
+        if found is None:
+            raise _Refusal(404, "not_found", "no such job")
+        return found
+
+    def keep(task: asyncio.Task[Job]) -> None:
+        tasks.add(task)
+        task.add_done_callback(_finished(tasks))
+
+    async def jobs(request: web.Request) -> web.Response:
+        raw = request.query.get("limit", "20")
+        if not raw.isdigit() or not 1 <= int(raw) <= 1000:
+            raise _Refusal(400, "bad_request", "limit is a number from 1 to 1000", "limit")
+        found = await rt.jobs.recent(int(raw), request.query.get("kind"))
+        return web.json_response([j.model_dump(mode="json") for j in found])
+
+    async def show(request: web.Request) -> web.Response:
+        return _job(await existing(request))
+
+    async def items(request: web.Request) -> web.Response:
+        job = await existing(request)
+        return web.json_response([vars(x) for x in await rt.jobs.items(job.id)])
+
+    async def start(request: web.Request) -> web.Response:
+        body: StartJob = await _body(request, StartJob)
+        args = {k: v for k, v in (await body.job.args(rt)).items() if v not in (None, [], "")}
+        operator = request.headers.get(OPERATOR_HEADER) or "admin-api"
+        job, task = await launch_job(
+            rt,
+            body.job.kind,
+            args,
+            dry_run=not body.execute,
+            rate=body.rate,
+            requested_by=f"http:{operator}",
+        )
+        keep(task)
+        return _job(job, 202)
+
+    async def pause(request: web.Request) -> web.Response:
+        return _job(await _set(await existing(request), JobState.PAUSED))
+
+    async def cancel(request: web.Request) -> web.Response:
+        return _job(await _set(await existing(request), JobState.CANCELLED))
+
+    async def _set(job: Job, state: JobState) -> Job:
+        if job.state.finished:
+            raise _Refusal(409, "refused", f"job {job.id} is already {job.state.value}")
+        return await rt.jobs.set_state(job.id, state)
+
+    async def resume(request: web.Request) -> web.Response:
+        job, task = await relaunch_job(rt, (await existing(request)).id)
+        keep(task)
+        return _job(job, 202)
+
+    async def rate(request: web.Request) -> web.Response:
+        body: SetRate = await _body(request, SetRate)
+        return _job(await rt.jobs.set_rate((await existing(request)).id, body.rate))
+
+    async def healthz(request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    app = web.Application(middlewares=[_guard(token)])
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/v1/jobs", jobs)
+    app.router.add_post("/v1/jobs", start)
+    app.router.add_get("/v1/jobs/{job_id}", show)
+    app.router.add_get("/v1/jobs/{job_id}/items", items)
+    app.router.add_post("/v1/jobs/{job_id}/pause", pause)
+    app.router.add_post("/v1/jobs/{job_id}/cancel", cancel)
+    app.router.add_post("/v1/jobs/{job_id}/resume", resume)
+    app.router.add_post("/v1/jobs/{job_id}/rate", rate)
+    return app
+
+
+def _finished(tasks: set[asyncio.Task[Job]]) -> Callable[[asyncio.Task[Job]], None]:
+    def done(task: asyncio.Task[Job]) -> None:
+        tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:  # recorded as failed
+            log.warning("admin.job_failed", error=str(task.exception()))
+
+    return done
+
+
+class AdminServer:
+    """The admin listener on `host:port` (port 0: any free port, reported in `url`)."""
+
+    def __init__(self, rt: Runtime, token: str | None, host: str, port: int) -> None:
+        if not token or len(token) < 16:
+            raise ValueError(
+                "the admin API needs a bearer token of 16 characters or more: set "
+                "GOVINDEX_ADMIN_TOKEN (e.g. from `python -c 'import secrets; "
+                "print(secrets.token_urlsafe(32))'`)"
+            )
+        self.rt, self.token = rt, token
+        self._listener = Listener("admin_api", host, port)
+        self._tasks: set[asyncio.Task[Job]] = set()
+
+    async def start(self) -> str:
+        return await self._listener.start(build_admin_app(self.rt, self.token, self._tasks))
+
+    async def stop(self) -> None:
+        """Stop listening; jobs still running here stop between steps and stay `running`
+        with a heartbeat that goes stale, so `govindex jobs resume` can take them over."""
+        await self._listener.stop()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
