@@ -214,12 +214,16 @@ async def reconcile(rt: Runtime, source_id: str) -> tuple[SourceManifest, Drift,
             "section (path) in its manifest, and was never ingested with `govindex ingest "
             "path`: there is nothing to compare the index with. Add one of the sections"
         )
-    filters = (
-        Filters(manifest.folder.include, manifest.folder.exclude) if manifest.folder else Filters()
-    )
+    filters = _folder_filters(manifest)
     view = folder_view(rt, manifest, folder, filters)
     drift, report = await reconcile_snapshot(view, rt.registry, rt.ingest_state, rt.ingest_state)
     return manifest, drift, report
+
+
+def _folder_filters(manifest: SourceManifest) -> Filters:
+    return (
+        Filters(manifest.folder.include, manifest.folder.exclude) if manifest.folder else Filters()
+    )
 
 
 async def _folder_of(rt: Runtime, manifest: SourceManifest) -> Path | None:
@@ -279,9 +283,7 @@ async def _reader(
             "its manifest, and was never ingested with `govindex ingest path`: there is no "
             "source to read again (a CDC source is backfilled by a Debezium snapshot)"
         )
-    filters = (
-        Filters(manifest.folder.include, manifest.folder.exclude) if manifest.folder else Filters()
-    )
+    filters = _folder_filters(manifest)
 
     async def local() -> tuple[Snapshot, IngestContext]:
         view = folder_view(rt, manifest, folder, filters)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from govindex.core.deadletters import JOB_HEADER
-from tests.e2e.test_jobs import poison, stack_of, wait_letters
+from tests.support.operator import poison, stack_of, wait_letters
 from tests.support.pipeline import read_topic
 from tests.support.stack import govindex
 

@@ -18,9 +18,8 @@ import psycopg
 import pytest
 
 from govindex.core.hashing import sha256_hex
-from tests.e2e.test_jobs import job_of, stack_of, wait_job
-from tests.e2e.test_reindex import settled
 from tests.support.builders import MANIFEST_YAML
+from tests.support.operator import job_of, settled, stack_of, wait_job
 from tests.support.pipeline import read_topic
 from tests.support.stack import govindex
 

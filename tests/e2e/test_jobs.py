@@ -10,71 +10,17 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
 
-from govindex.adapters.kafka import KafkaEventPublisher
-from govindex.core import events
 from govindex.core.deadletters import JOB_HEADER, REDRIVES_HEADER
-from govindex.core.envelope import encode_document_event
-from govindex.core.events import DocumentChanged
-from govindex.core.hashing import sha256_hex
+from tests.support.operator import job_of, letters, poison, stack_of, wait_job, wait_letters
 from tests.support.pipeline import read_topic
 from tests.support.stack import govindex
 
 pytestmark = pytest.mark.e2e
-
-
-def stack_of(root: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((root / ".govindex" / "stack.json").read_text())
-    return data
-
-
-def poison(stack: dict[str, Any], source: str, docs: range) -> None:
-    """Document events of a source nobody registered: the indexer dead-letters each one."""
-    with KafkaEventPublisher(stack["kafka_bootstrap"]) as publisher:
-        for n in docs:
-            text = f"# Doc {n}\n\nbody {n}\n"
-            body = DocumentChanged(
-                tenant_id="acme",
-                source_id=source,
-                doc_id=f"d{n}.md",
-                source_version="v1",
-                sequence=1,
-                observed_at=datetime.now(UTC),
-                content_hash=sha256_hex(text),
-                content=text,
-                path=f"d{n}.md",
-            )
-            record = encode_document_event(events.DOCUMENT_CREATED, body, op="created")
-            publisher.publish(f"{stack['namespace']}.documents", record)
-        publisher.flush()
-
-
-def letters(root: Path, *args: str) -> list[dict[str, Any]]:
-    out = govindex(root, "dlq", "list", "--json", "--max", "1000", *args).stdout
-    return [json.loads(line) for line in out.splitlines() if line.strip()]
-
-
-def wait_letters(root: Path, want: int, *args: str, timeout: float = 90) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout
-    found: list[dict[str, Any]] = []
-    while time.monotonic() < deadline:
-        found = letters(root, *args)
-        if len(found) >= want:
-            return found
-        time.sleep(1)
-    raise AssertionError(f"{len(found)} dead letters after {timeout} s, wanted {want}")
-
-
-def job_of(root: Path, output: str) -> dict[str, Any]:
-    job_id = output.split()[1]  # "job 7 (dlq-redrive, ...) succeeded: ..."
-    shown: dict[str, Any] = json.loads(govindex(root, "jobs", "show", job_id).stdout)
-    return shown
 
 
 def test_a_poison_record_is_redriven_three_times_then_quarantined(running: Path) -> None:
@@ -166,22 +112,3 @@ def test_a_redrive_killed_half_way_resumes_from_its_checkpoint(running: Path) ->
         time.sleep(0.5)
     ids = [dict(r.headers)["ce_id"] for r in sent]
     assert len(ids) == total and len(set(ids)) == total
-
-
-def wait_job(
-    stack: dict[str, Any], ready: Any, timeout: float = 90, kind: str = "dlq-redrive"
-) -> dict[str, Any]:
-    """The newest job of `kind` once `ready(job)` holds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with psycopg.connect(stack["pg_dsn"]) as conn:
-            row = conn.execute(
-                "SELECT id, state, done, total FROM jobs WHERE kind = %s ORDER BY id DESC LIMIT 1",
-                (kind,),
-            ).fetchone()
-        if row is not None:
-            job = dict(zip(("id", "state", "done", "total"), row, strict=True))
-            if ready(job):
-                return job
-        time.sleep(0.2)
-    raise AssertionError(f"the {kind} job did not get there")

@@ -5,36 +5,16 @@ what is waiting (consumer lag, outbox and purge backlogs, jobs), with bounded la
 from __future__ import annotations
 
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.test_jobs import poison, stack_of
 from tests.support.builders import MANIFEST_YAML
+from tests.support.operator import Samples, poison, scrape, stack_of, value
 from tests.support.pipeline import git
 from tests.support.stack import govindex
 
 pytestmark = pytest.mark.e2e
-
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def scrape(url: str) -> Samples:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    """The sum over the series of `name` whose labels include `labels`."""
-    want = set(labels.items())
-    return sum(v for (n, ls), v in samples.items() if n == name and want <= set(ls))
 
 
 def until(url: str, ready: object, timeout: float = 90) -> Samples:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_jobs import poison, stack_of
+from tests.support.operator import poison, stack_of
 from tests.support.pipeline import read_topic
 from tests.support.stack import govindex
 

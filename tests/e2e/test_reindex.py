@@ -17,8 +17,7 @@ import psycopg
 import pytest
 from opensearchpy import OpenSearch
 
-from tests.e2e.test_jobs import job_of, stack_of
-from tests.e2e.test_replay import apply_source
+from tests.support.operator import apply_source, job_of, settled, stack_of
 from tests.support.pipeline import git
 from tests.support.stack import govindex
 
@@ -57,23 +56,6 @@ def write(repo: Path, n: int, version: int) -> None:
         f"# Runbook {n}\n\n## Check\n\nVersion {version} of the check for {n}.\n\n"
         f"## Fix\n\nVersion {version} of the fix for {n}.\n"
     )
-
-
-def settled(dsn: str, timeout: float = 120) -> None:
-    """Every emitted event applied, every purge done."""
-    deadline = time.monotonic() + timeout
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        while True:
-            pending = conn.execute(
-                "SELECT (SELECT count(*) FROM outbox WHERE awaits IS NOT NULL "
-                " AND settled_at IS NULL) + (SELECT count(*) FROM outbox WHERE "
-                " published_at IS NULL) + (SELECT count(*) FROM tombstones "
-                " WHERE purge_state <> 'purged')"
-            ).fetchone()
-            if pending == (0,):
-                return
-            assert time.monotonic() < deadline, f"{pending} events or purges still pending"
-            time.sleep(0.5)
 
 
 def test_a_reindex_under_updates_and_deletes_ends_equal_to_postgres(running: Path) -> None:

@@ -18,9 +18,7 @@ from govindex.core import events
 from govindex.core.envelope import encode_document_event
 from govindex.core.events import DocumentChanged
 from govindex.core.hashing import sha256_hex
-from tests.e2e.test_jobs import job_of, stack_of, wait_letters
-from tests.e2e.test_metrics import scrape, value
-from tests.support.builders import MANIFEST_YAML
+from tests.support.operator import apply_source, job_of, scrape, stack_of, value, wait_letters
 from tests.support.pipeline import git
 from tests.support.stack import govindex
 
@@ -52,11 +50,6 @@ def publish(stack: dict[str, Any], records: list[Any]) -> None:
         for record in records:
             publisher.publish(f"{stack['namespace']}.documents", record)
         publisher.flush()
-
-
-def apply_source(root: Path, source: str) -> None:
-    (root / f"{source}.yaml").write_text(f"source_id: {source}\nsource_type: git\n" + MANIFEST_YAML)
-    govindex(root, "source", "apply", f"{source}.yaml")
 
 
 def items(root: Path, job_id: int) -> list[dict[str, Any]]:

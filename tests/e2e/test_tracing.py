@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 from govindex.core.envelope import decode
-from tests.e2e.test_jobs import stack_of
-from tests.e2e.test_replay import apply_source
+from tests.support.operator import apply_source, stack_of
 from tests.support.pipeline import git, read_topic
 from tests.support.stack import govindex
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
@@ -20,12 +20,9 @@ from govindex.cli.common import (
     setup,
     with_runtime,
 )
-from govindex.cli.jobs import Execute, Rate, job_progress, report
-from govindex.core.jobs import Job
+from govindex.cli.jobs import Execute, Rate, run_job
 from govindex.core.paths import PatternError, check_patterns
 from govindex.runtime.composition import Runtime
-from govindex.runtime.jobs import Progress as ReportProgress
-from govindex.runtime.jobs import start_job
 from ingest.app import (
     BACKFILL,
     Filters,
@@ -234,18 +231,8 @@ def backfill_command(
     """
     settings = setup(state_dir, log_level)
 
-    async def run(rt: Runtime, progress: ReportProgress) -> Job:
+    async def args_of(rt: Runtime) -> dict[str, Any]:
         await registered(rt, source)
-        args = {"source": source, "docs": list(docs or [])}
-        return await start_job(
-            rt,
-            BACKFILL,
-            {k: v for k, v in args.items() if v},
-            dry_run=not execute,
-            rate=rate,
-            progress=progress,
-        )
+        return {"source": source, "docs": list(docs or [])}
 
-    with job_progress("backfill") as progress:
-        job = with_runtime(settings, lambda rt: run(rt, progress))
-    return report(job)
+    return run_job(settings, BACKFILL, args_of, execute=execute, rate=rate)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.progress import (
@@ -33,9 +33,10 @@ from govindex.cli.common import (
     with_runtime,
 )
 from govindex.core.jobs import Job, JobItem, JobState
+from govindex.core.settings import Settings
 from govindex.runtime.composition import Runtime
 from govindex.runtime.jobs import Progress as ReportProgress
-from govindex.runtime.jobs import resume_job
+from govindex.runtime.jobs import resume_job, start_job
 
 app = typer.Typer(
     help="Operator jobs (replays, redrives, resets, rebuilds, backfills): list them, watch "
@@ -84,6 +85,26 @@ def job_progress(what: str) -> Iterator[ReportProgress]:
             bar.update(task, rate=f"{speed:.1f}/s" if speed else "")
 
         yield update
+
+
+def run_job(
+    settings: Settings,
+    kind: str,
+    args_of: Callable[[Runtime], Awaitable[dict[str, Any]]],
+    *,
+    execute: bool,
+    rate: float | None,
+) -> int:
+    """Start a job with the arguments `args_of` works out (empty ones left out), run it
+    here with a progress bar, and report how it ended."""
+
+    async def run(rt: Runtime, progress: ReportProgress) -> Job:
+        args = {k: v for k, v in (await args_of(rt)).items() if v not in (None, [], "")}
+        return await start_job(rt, kind, args, dry_run=not execute, rate=rate, progress=progress)
+
+    with job_progress(kind) as progress:
+        job = with_runtime(settings, lambda rt: run(rt, progress))
+    return report(job)
 
 
 def report(job: Job) -> int:

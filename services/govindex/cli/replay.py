@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -14,13 +14,10 @@ from govindex.cli.common import (
     StateDir,
     aware_datetime,
     setup,
-    with_runtime,
 )
-from govindex.cli.jobs import Execute, Rate, job_progress, report
-from govindex.core.jobs import Job
+from govindex.cli.jobs import Execute, Rate, run_job
 from govindex.core.replays import TYPES
 from govindex.runtime.composition import Runtime
-from govindex.runtime.jobs import Progress, start_job
 from govindex.runtime.replay import REPLAY
 
 
@@ -88,9 +85,9 @@ def replay_command(
         raise typer.BadParameter(f"--to {end.isoformat()} is not after --from", param_hint="--to")
     settings = setup(state_dir, log_level)
 
-    async def run(rt: Runtime, progress: Progress) -> Job:
+    async def args_of(rt: Runtime) -> dict[str, Any]:
         manifest = await rt.registry.find(source)
-        args = {
+        return {
             "source": source,
             "tenant": manifest.tenant if manifest else None,
             "since": since.isoformat(),
@@ -98,15 +95,5 @@ def replay_command(
             "docs": list(docs or []),
             "kinds": list(dict.fromkeys(kinds or [])),
         }
-        return await start_job(
-            rt,
-            REPLAY,
-            {k: v for k, v in args.items() if v},
-            dry_run=not execute,
-            rate=rate,
-            progress=progress,
-        )
 
-    with job_progress("replay") as progress:
-        job = with_runtime(settings, lambda rt: run(rt, progress))
-    return report(job)
+    return run_job(settings, REPLAY, args_of, execute=execute, rate=rate)
