@@ -6,7 +6,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,22 +26,32 @@ def running(tmp_path: Path) -> Iterator[Path]:
         text=True,
         env={k: v for k, v in os.environ.items() if not k.startswith("GOVINDEX_")},
     )
-    try:
-        deadline = time.monotonic() + 120
+    lines: list[str] = []
+    ready = threading.Event()
+
+    def drain() -> None:
+        # Read every line for as long as it runs: an undrained pipe fills up (64 KiB) and
+        # the stack blocks on its next log line, workers, relay and all.
         assert up.stdout is not None
-        lines = []
-        while time.monotonic() < deadline:
-            line = up.stdout.readline()
+        for line in up.stdout:
             lines.append(line)
             if "Press Ctrl-C to stop" in line:
-                break
-            if not line and up.poll() is not None:
-                raise AssertionError("govindex up exited:\n" + "".join(lines))
+                ready.set()
+        ready.set()
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        ready.wait(timeout=120)
+        if up.poll() is not None or not any("Press Ctrl-C to stop" in x for x in lines):
+            raise AssertionError("govindex up did not start:\n" + "".join(lines))
         assert (tmp_path / ".govindex" / "stack.json").exists()
         yield tmp_path
     finally:
         up.send_signal(signal.SIGINT)
-        out, _ = up.communicate(timeout=60)
+        up.wait(timeout=60)
+        reader.join(timeout=10)
+    out = "".join(lines)
     remove_stack_data(tmp_path / ".govindex")
     assert up.returncode == 0, out
     assert "stack stopped" in out

@@ -273,7 +273,7 @@ def build_admin_app(rt: Runtime, token: str, tasks: set[asyncio.Task[Job]]) -> w
         return _job(await rt.jobs.set_rate((await existing(request)).id, body.rate))
 
     async def healthz(request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
+        return web.json_response({"ok": True})
 
     app = web.Application(middlewares=[_guard(token)])
     app.router.add_get("/healthz", healthz)
