@@ -1,4 +1,5 @@
-"""An index generation created by an older release learns new fields at start-up."""
+"""Index generations: one created by an older release learns new fields at start-up; a
+rebuild resumed early keeps the generation it registered."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from opensearchpy import OpenSearch
 
 from govindex.adapters.opensearch import MAPPING, OpenSearchIndex
 from govindex.core.settings import Settings
+from govindex.runtime.composition import Runtime
+from govindex.runtime.reindex import run_reindex
 
 pytestmark = pytest.mark.integration
 
@@ -41,3 +44,30 @@ async def test_an_older_generation_gets_the_new_fields_without_a_rebuild(
     finally:
         client.close()
         await index.close()
+
+
+async def test_a_rebuild_resumed_before_its_first_checkpoint_keeps_its_generation(
+    runtime: Runtime,
+) -> None:
+    """The job died after registering its generation and before recording it: the resumed
+    job builds that generation, and no second one is left building."""
+    rt = runtime
+    await rt.index.ensure_template()
+    live = await rt.generations.begin(rt.index.index_name)
+    await rt.index.create_generation(live)
+    await rt.index.point_alias(live)
+    await rt.generations.go_live(live)
+    job = await rt.jobs.create(
+        "reindex",
+        {"mode": "build", "switch": False},
+        requested_by="t",
+        dry_run=False,
+        rate=None,
+        runner="t",
+    )
+    registered = await rt.generations.begin(rt.index.index_name, job.id)  # then it died
+    finished = await run_reindex(rt, job, lambda done, total: None)
+    assert finished.state.value == "succeeded", finished
+    assert finished.checkpoint["generation"] == registered
+    assert await rt.generations.building() == [(registered, rt.index.index_name(registered))]
+    assert await rt.generations.begin(rt.index.index_name) == registered + 1  # unrelated: new

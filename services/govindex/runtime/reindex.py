@@ -71,7 +71,7 @@ async def _build(rt: Runtime, job: Job, progress: Progress) -> Job:
         await rt.jobs.record(job.id, done=0, counts=counts, checkpoint={}, finished=True)
         return await _final(rt, job)
     if "generation" not in job.checkpoint:  # registered before anything is copied
-        generation = await rt.generations.begin(rt.index.index_name)
+        generation = await rt.generations.begin(rt.index.index_name, job.id)
         await rt.index.ensure_template()
         await rt.index.create_generation(generation)
         total = await rt.generations.stored_chunks()

@@ -14,9 +14,19 @@ class PostgresGenerations(PostgresAdapter):
         super().__init__(pool)
         self._alias = alias
 
-    async def begin(self, index_name: Callable[[int], str]) -> int:
-        """Register the next generation as building; return its number."""
+    async def begin(self, index_name: Callable[[int], str], job_id: int | None = None) -> int:
+        """Register the next generation as building; return its number. With `job_id`, the
+        one that job registered before, if it is still building (a resumed job)."""
         async with transaction(self._pool) as conn:
+            if job_id is not None:
+                cur = await conn.execute(
+                    "SELECT generation FROM index_generations WHERE alias = %s AND job_id = %s "
+                    "AND state = 'building'",
+                    (self._alias, job_id),
+                )
+                found = await cur.fetchone()
+                if found is not None:
+                    return int(found[0])
             cur = await conn.execute(
                 "SELECT coalesce(max(generation), 0) + 1 FROM index_generations WHERE alias = %s",
                 (self._alias,),
@@ -24,9 +34,9 @@ class PostgresGenerations(PostgresAdapter):
             row = await cur.fetchone()
             generation = int(row[0]) if row else 1
             await conn.execute(
-                "INSERT INTO index_generations (alias, generation, index_name, state) "
-                "VALUES (%s, %s, %s, 'building')",
-                (self._alias, generation, index_name(generation)),
+                "INSERT INTO index_generations (alias, generation, index_name, state, job_id) "
+                "VALUES (%s, %s, %s, 'building', %s)",
+                (self._alias, generation, index_name(generation), job_id),
             )
         return generation
 
