@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from govindex.core.logs import configure_logging
+from govindex.core.paths import PatternError, check_patterns
 from govindex.core.settings import DEFAULT_STATE_DIR, Settings
 from govindex.runtime.composition import Runtime
 
@@ -86,6 +87,14 @@ def short_version(version: str) -> str:
     if version.startswith("sha256:"):
         return version[:19]
     return version[:40]
+
+
+def check_globs(value: list[str] | None) -> list[str] | None:
+    """An option's gitignore patterns, refused with the reason when one is invalid."""
+    try:
+        return check_patterns(value) if value else value
+    except PatternError as exc:
+        raise typer.BadParameter(str(exc)) from exc
 
 
 def aware_datetime(value: str) -> datetime:

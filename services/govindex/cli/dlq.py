@@ -21,10 +21,10 @@ from govindex.cli.common import (
     when,
     with_runtime,
 )
-from govindex.cli.jobs import Execute, Rate, job_progress, report
+from govindex.cli.jobs import Execute, Rate, report, run_job
 from govindex.core.deadletters import MAX_REDRIVES, Filter
-from govindex.runtime.dlq import REDRIVE, Listed, list_letters, show_letter
-from govindex.runtime.jobs import start_job
+from govindex.runtime.dlq import Listed, list_letters, show_letter
+from govindex.runtime.job_requests import RedriveJob
 
 app = typer.Typer(
     help="Dead letters: records a consumer could not apply, kept with the reason. List and "
@@ -152,22 +152,7 @@ def redrive_command(
         govindex dlq redrive --reason unknown_source --rate 50 --execute
     """
     settings = setup(state_dir, log_level)
-    args = {
-        "reason": reason,
-        "consumer": consumer,
-        "since": since.isoformat() if since else None,
-        "max": max_,
-    }
-    with job_progress("redrive") as progress:
-        job = with_runtime(
-            settings,
-            lambda rt: start_job(
-                rt,
-                REDRIVE,
-                {k: v for k, v in args.items() if v is not None},
-                dry_run=not execute,
-                rate=rate,
-                progress=progress,
-            ),
-        )
-    return report(job)
+    request = RedriveJob(
+        kind="dlq-redrive", reason=reason, consumer=consumer, since=since, max=max_
+    )
+    return report(run_job(settings, request, execute=execute, rate=rate))

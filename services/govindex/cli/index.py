@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.progress import Progress
@@ -18,11 +18,10 @@ from govindex.cli.common import (
     setup,
     with_runtime,
 )
-from govindex.cli.jobs import Execute, Rate, job_progress, report
+from govindex.cli.jobs import Execute, Rate, report, run_job
 from govindex.core.schemas import MODELS, check_schemas, write_schemas
 from govindex.runtime.composition import Runtime
-from govindex.runtime.jobs import start_job
-from govindex.runtime.reindex import REINDEX
+from govindex.runtime.job_requests import ReindexJob
 from indexer.app import reembed_chunks, reparse_documents
 from indexer.reparse import ReparseReport
 from ingest.app import registered
@@ -133,26 +132,15 @@ def reindex_command(
         raise typer.BadParameter("--generation goes with --verify", param_hint="--generation")
     settings = setup(state_dir, log_level)
     if verify:
-        args: dict[str, Any] = {"mode": "verify", "generation": generation}
+        request = ReindexJob(kind="reindex", mode="verify", generation=generation)
     elif switch is not None:
-        args = {"mode": "switch", "generation": switch}
+        request = ReindexJob(kind="reindex", mode="switch", generation=switch)
     else:
-        args = {"mode": "build", "switch": not no_switch}
-    with job_progress("reindex") as progress:
-        job = with_runtime(
-            settings,
-            lambda rt: start_job(
-                rt,
-                REINDEX,
-                {k: v for k, v in args.items() if v is not None},
-                dry_run=not execute,
-                rate=rate,
-                progress=progress,
-            ),
-        )
+        request = ReindexJob(kind="reindex", switch=not no_switch)
+    job = run_job(settings, request, execute=execute, rate=rate)
     code = report(job)
     built = job.checkpoint.get("generation")
-    if args["mode"] == "build" and built and not args["switch"] and job.state.value == "succeeded":
+    if request.mode == "build" and built and no_switch and job.state.value == "succeeded":
         console.print(
             f"generation {built} is built and kept current; switch to it with "
             f"`govindex reindex --switch {built} --execute`"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
@@ -15,33 +15,24 @@ from govindex.cli.common import (
     LogLevel,
     SourceId,
     StateDir,
+    check_globs,
     console,
     err,
     setup,
     with_runtime,
 )
-from govindex.cli.jobs import Execute, Rate, run_job
-from govindex.core.paths import PatternError, check_patterns
-from govindex.runtime.composition import Runtime
+from govindex.cli.jobs import Execute, Rate, report, run_job
+from govindex.runtime.job_requests import BackfillJob
 from ingest.app import (
-    BACKFILL,
     Filters,
     delete_one,
     ingest_folder,
     ingest_git,
     reconcile,
-    registered,
 )
 from ingest.handlers import IngestReport
 
 app = typer.Typer(help="Emit document events from a local git repository or a folder.")
-
-
-def _patterns(value: list[str] | None) -> list[str] | None:
-    try:
-        return check_patterns(value) if value else value
-    except PatternError as exc:
-        raise typer.BadParameter(str(exc)) from exc
 
 
 Include = Annotated[
@@ -52,7 +43,7 @@ Include = Annotated[
         help="Files to ingest, .gitignore-style: '*.md' at any depth, 'docs/**', "
         "'!docs/old.md' (repeatable; default: *.md *.markdown *.txt).",
         show_default=False,
-        callback=_patterns,
+        callback=check_globs,
     ),
 ]
 Exclude = Annotated[
@@ -62,7 +53,7 @@ Exclude = Annotated[
         metavar="GLOB",
         help="Files to leave out, .gitignore-style (repeatable).",
         show_default=False,
-        callback=_patterns,
+        callback=check_globs,
     ),
 ]
 
@@ -210,7 +201,7 @@ def backfill_command(
         typer.Option(
             "--docs",
             metavar="GLOB",
-            callback=_patterns,
+            callback=check_globs,
             help="Only documents matching GLOB (gitignore syntax); repeat for several.",
         ),
     ] = None,
@@ -231,8 +222,5 @@ def backfill_command(
     """
     settings = setup(state_dir, log_level)
 
-    async def args_of(rt: Runtime) -> dict[str, Any]:
-        await registered(rt, source)
-        return {"source": source, "docs": list(docs or [])}
-
-    return run_job(settings, BACKFILL, args_of, execute=execute, rate=rate)
+    request = BackfillJob(kind="backfill", source=source, docs=list(docs or []))
+    return report(run_job(settings, request, execute=execute, rate=rate))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.progress import (
@@ -35,6 +35,7 @@ from govindex.cli.common import (
 from govindex.core.jobs import Job, JobItem, JobState
 from govindex.core.settings import Settings
 from govindex.runtime.composition import Runtime
+from govindex.runtime.job_requests import JobRequest
 from govindex.runtime.jobs import Progress as ReportProgress
 from govindex.runtime.jobs import resume_job, start_job
 
@@ -87,24 +88,17 @@ def job_progress(what: str) -> Iterator[ReportProgress]:
         yield update
 
 
-def run_job(
-    settings: Settings,
-    kind: str,
-    args_of: Callable[[Runtime], Awaitable[dict[str, Any]]],
-    *,
-    execute: bool,
-    rate: float | None,
-) -> int:
-    """Start a job with the arguments `args_of` works out (empty ones left out), run it
-    here with a progress bar, and report how it ended."""
+def run_job(settings: Settings, request: JobRequest, *, execute: bool, rate: float | None) -> Job:
+    """Start the job `request` describes, run it here with a progress bar, return it ended
+    (or paused, or cancelled): the CLI's jobs take the admin API's arguments."""
 
     async def run(rt: Runtime, progress: ReportProgress) -> Job:
-        args = {k: v for k, v in (await args_of(rt)).items() if v not in (None, [], "")}
+        args = await request.args(rt)
+        kind = request.kind
         return await start_job(rt, kind, args, dry_run=not execute, rate=rate, progress=progress)
 
-    with job_progress(kind) as progress:
-        job = with_runtime(settings, lambda rt: run(rt, progress))
-    return report(job)
+    with job_progress(request.kind) as progress:
+        return with_runtime(settings, lambda rt: run(rt, progress))
 
 
 def report(job: Job) -> int:

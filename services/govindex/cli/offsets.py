@@ -19,11 +19,11 @@ from govindex.cli.common import (
     setup,
     with_runtime,
 )
-from govindex.cli.jobs import Execute, job_progress, report
+from govindex.cli.jobs import Execute, report, run_job
 from govindex.core.settings import Settings
 from govindex.runtime.composition import Runtime
-from govindex.runtime.jobs import start_job
-from govindex.runtime.offsets import RESET, group_name, show_offsets
+from govindex.runtime.job_requests import ResetJob, ResetTarget
+from govindex.runtime.offsets import group_name, show_offsets
 
 app = typer.Typer(
     help="A consumer group's committed offsets per partition, and resetting them "
@@ -141,16 +141,14 @@ def reset_command(
         )
     settings = setup(state_dir, log_level)
     name, partition = _topic(settings, topic)
-    args: dict[str, Any] = {"group": group_name(settings, group), "topic": name, "to": given}
-    if partition is not None:
-        args["partition"] = partition
-    with job_progress("offsets reset") as progress:
-        job = with_runtime(
-            settings,
-            lambda rt: start_job(
-                rt, RESET, args, dry_run=not execute, rate=None, progress=progress
-            ),
-        )
+    request = ResetJob(
+        kind="offsets-reset",
+        group=group,
+        topic=name,
+        partition=partition,
+        to=ResetTarget.model_validate(given),
+    )
+    job = run_job(settings, request, execute=execute, rate=None)
     plan = job.checkpoint.get("plan", {})
     print_table(
         ["partition", "committed", "new"],

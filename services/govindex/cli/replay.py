@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, cast
 
 import typer
 
@@ -13,12 +13,12 @@ from govindex.cli.common import (
     SourceId,
     StateDir,
     aware_datetime,
+    check_globs,
     setup,
 )
-from govindex.cli.jobs import Execute, Rate, run_job
-from govindex.core.replays import TYPES
-from govindex.runtime.composition import Runtime
-from govindex.runtime.replay import REPLAY
+from govindex.cli.jobs import Execute, Rate, report, run_job
+from govindex.core.replays import TYPES, EventKind
+from govindex.runtime.job_requests import ReplayJob
 
 
 def replay_command(
@@ -46,6 +46,7 @@ def replay_command(
         typer.Option(
             "--doc",
             metavar="GLOB",
+            callback=check_globs,
             help="Only documents matching GLOB (gitignore syntax, like a source's include); "
             "repeat for several.",
         ),
@@ -85,15 +86,12 @@ def replay_command(
         raise typer.BadParameter(f"--to {end.isoformat()} is not after --from", param_hint="--to")
     settings = setup(state_dir, log_level)
 
-    async def args_of(rt: Runtime) -> dict[str, Any]:
-        manifest = await rt.registry.find(source)
-        return {
-            "source": source,
-            "tenant": manifest.tenant if manifest else None,
-            "since": since.isoformat(),
-            "until": end.isoformat(),
-            "docs": list(docs or []),
-            "kinds": list(dict.fromkeys(kinds or [])),
-        }
-
-    return run_job(settings, REPLAY, args_of, execute=execute, rate=rate)
+    request = ReplayJob(
+        kind="replay",
+        source=source,
+        since=since,
+        until=end,
+        docs=list(docs or []),
+        types=[cast(EventKind, k) for k in kinds or []],
+    )
+    return report(run_job(settings, request, execute=execute, rate=rate))

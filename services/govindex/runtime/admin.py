@@ -21,17 +21,16 @@ from __future__ import annotations
 import asyncio
 import hmac
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import structlog
 from aiohttp import web
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from govindex.core.errors import GovindexError, TransientError
 from govindex.core.jobs import Job, JobError, JobState
-from govindex.core.records import Patterns
 from govindex.runtime.composition import Runtime
+from govindex.runtime.job_requests import JobRequest
 from govindex.runtime.jobs import launch_job, relaunch_job
 from govindex.runtime.listener import Listener
 
@@ -44,108 +43,8 @@ class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class ReplayJob(_Request):
-    kind: Literal["replay"]
-    source: str
-    since: AwareDatetime = Field(alias="from")
-    until: AwareDatetime | None = Field(default=None, alias="to")
-    docs: Patterns = Field(default_factory=list)
-    types: list[Literal["created", "updated", "deleted"]] = Field(default_factory=list)
-
-    async def args(self, rt: Runtime) -> dict[str, Any]:
-        manifest = await rt.registry.find(self.source)
-        until = self.until or datetime.now(UTC)
-        if until <= self.since:
-            raise _Refusal(400, "bad_request", "'to' is not after 'from'", "job.to")
-        return {
-            "source": self.source,
-            "tenant": manifest.tenant if manifest else None,
-            "since": self.since.isoformat(),
-            "until": until.isoformat(),
-            "docs": self.docs,
-            "kinds": list(dict.fromkeys(self.types)),
-        }
-
-
-class RedriveJob(_Request):
-    kind: Literal["dlq-redrive"]
-    reason: str | None = None
-    consumer: str | None = None
-    since: AwareDatetime | None = None
-    max: int | None = Field(default=None, ge=1)
-
-    async def args(self, rt: Runtime) -> dict[str, Any]:
-        return {
-            "reason": self.reason,
-            "consumer": self.consumer,
-            "since": self.since.isoformat() if self.since else None,
-            "max": self.max,
-        }
-
-
-class ResetTarget(_Request):
-    datetime: AwareDatetime | None = None
-    offset: int | None = Field(default=None, ge=0)
-    shift_by: int | None = None
-    earliest: Literal[True] | None = None
-    latest: Literal[True] | None = None
-
-    @model_validator(mode="after")
-    def _one(self) -> ResetTarget:
-        if len(self.model_dump(exclude_none=True)) != 1:
-            raise ValueError("give exactly one of datetime, offset, shift_by, earliest, latest")
-        return self
-
-
-class ResetJob(_Request):
-    kind: Literal["offsets-reset"]
-    group: str
-    topic: str
-    partition: int | None = Field(default=None, ge=0)
-    to: ResetTarget
-
-    async def args(self, rt: Runtime) -> dict[str, Any]:
-        from govindex.runtime.offsets import group_name
-
-        ns = rt.settings.namespace
-        to = self.to.model_dump(exclude_none=True, mode="json")
-        return {
-            "group": group_name(rt.settings, self.group),
-            "topic": self.topic if "." in self.topic else f"{ns}.{self.topic}",
-            "to": to,
-            "partition": self.partition,
-        }
-
-
-class ReindexJob(_Request):
-    kind: Literal["reindex"]
-    mode: Literal["build", "verify", "switch"] = "build"
-    generation: int | None = Field(default=None, ge=1)
-    switch: bool = True
-
-    async def args(self, rt: Runtime) -> dict[str, Any]:
-        if self.mode == "switch" and self.generation is None:
-            raise _Refusal(400, "bad_request", "switch needs a generation", "job.generation")
-        if self.mode == "build":
-            return {"mode": "build", "switch": self.switch}
-        return {"mode": self.mode, "generation": self.generation}
-
-
-class BackfillJob(_Request):
-    kind: Literal["backfill"]
-    source: str
-    docs: Patterns = Field(default_factory=list)
-
-    async def args(self, rt: Runtime) -> dict[str, Any]:
-        if await rt.registry.find(self.source) is None:
-            raise _Refusal(404, "not_found", f"source {self.source!r} is not registered", "job")
-        return {"source": self.source, "docs": self.docs}
-
-
 class StartJob(_Request):
-    job: Annotated[
-        ReplayJob | RedriveJob | ResetJob | ReindexJob | BackfillJob, Field(discriminator="kind")
-    ]
+    job: Annotated[JobRequest, Field(discriminator="kind")]
     execute: bool = False
     rate: float | None = Field(default=None, gt=0)
 
@@ -239,7 +138,7 @@ def build_admin_app(rt: Runtime, token: str, tasks: set[asyncio.Task[Job]]) -> w
 
     async def start(request: web.Request) -> web.Response:
         body: StartJob = await _body(request, StartJob)
-        args = {k: v for k, v in (await body.job.args(rt)).items() if v not in (None, [], "")}
+        args = await body.job.args(rt)
         operator = request.headers.get(OPERATOR_HEADER) or "admin-api"
         job, task = await launch_job(
             rt,
