@@ -22,6 +22,7 @@ from govindex.core.events import DocumentChanged, DocumentDeleted
 from govindex.core.hashing import sha256_hex
 from govindex.core.ports import Emitter, IngestState, OutboxMessage
 from govindex.core.records import SourceManifest
+from govindex.core.retry import retry_transient
 from govindex.core.settings import Topics
 from ingest.sources import GitSnapshot, Skipped, SourceFile, decode_text
 
@@ -93,27 +94,36 @@ async def ingest_snapshot(
     ] + [(doc_id, None) for doc_id in gone]
     for start in range(0, len(work), BATCH):
         batch = work[start : start + BATCH]
-        async with emitter.transaction() as tx:
-            sequences = await tx.reserve_sequences(tenant, source, [d for d, _ in batch])
-            messages: list[OutboxMessage] = []
-            blobs: list[tuple[str, str]] = []
-            seen: dict[str, str | None] = {}
-            for doc_id, item in batch:
-                if item is None:
-                    messages.append(_deletion(ctx, doc_id, sequences[doc_id]))
-                    report.deleted.append(doc_id)
-                    seen[doc_id] = None
-                    continue
-                file, text = item
-                version = versions.get(doc_id, (ctx.deletion_version, ctx.observed_at))
-                prior = known.get(doc_id)
-                messages.append(_change(ctx, file, text, sequences[doc_id], version, prior))
-                blobs.append((sha256_hex(text), text))
-                (report.created if prior is None else report.updated).append(doc_id)
-                seen[doc_id] = file.fingerprint
-            await tx.put_blobs(blobs)
-            await tx.emit(messages)
-            await tx.record(tenant, source, seen)
+
+        async def commit(batch: list[tuple[str, tuple[SourceFile, str] | None]] = batch) -> None:
+            async with emitter.transaction() as tx:
+                sequences = await tx.reserve_sequences(tenant, source, [d for d, _ in batch])
+                messages: list[OutboxMessage] = []
+                blobs: list[tuple[str, str]] = []
+                seen: dict[str, str | None] = {}
+                for doc_id, item in batch:
+                    if item is None:
+                        messages.append(_deletion(ctx, doc_id, sequences[doc_id]))
+                        seen[doc_id] = None
+                        continue
+                    file, text = item
+                    version = versions.get(doc_id, (ctx.deletion_version, ctx.observed_at))
+                    messages.append(
+                        _change(ctx, file, text, sequences[doc_id], version, known.get(doc_id))
+                    )
+                    blobs.append((sha256_hex(text), text))
+                    seen[doc_id] = file.fingerprint
+                await tx.put_blobs(blobs)
+                await tx.emit(messages)
+                await tx.record(tenant, source, seen)
+
+        # A transaction that lost a race (a deadlock victim, say) rolled back whole: run again.
+        await retry_transient(commit, what="ingest batch")
+        for doc_id, item in batch:
+            if item is None:
+                report.deleted.append(doc_id)
+            else:
+                (report.updated if doc_id in known else report.created).append(doc_id)
         if progress:
             progress(start + len(batch), len(work))
     return report
@@ -141,8 +151,12 @@ async def backfill_documents(
     if not doc_ids:
         return IngestReport()
     tenant, source = manifest.tenant, manifest.source_id
-    async with emitter.transaction() as tx:
-        sequences = await tx.reserve_sequences(tenant, source, list(doc_ids))
+
+    async def reserve() -> dict[str, int]:
+        async with emitter.transaction() as tx:
+            return await tx.reserve_sequences(tenant, source, list(doc_ids))
+
+    sequences = await retry_transient(reserve, what="backfill reserve")
     snapshot, ctx = await read()  # read after reserving: at least as new as any earlier emit
     present = {f.doc_id: f for f in snapshot.files(ctx.include, ctx.exclude)}
     known = await state.known(tenant, source)
@@ -164,10 +178,17 @@ async def backfill_documents(
             messages.append(_deletion(ctx, doc_id, sequences[doc_id], op))
             report.deleted.append(doc_id)
             seen[doc_id] = None
-    async with emitter.transaction() as tx:
-        await tx.put_blobs(blobs)
-        await tx.emit(messages)
-        await tx.record(tenant, source, seen)
+
+    async def commit() -> None:
+        async with emitter.transaction() as tx:
+            await tx.put_blobs(blobs)
+            await tx.emit(messages)
+            # Only where no event was emitted since: a live sync that reserved after this step
+            # read its source before this step did, perhaps, but its event wins in the index,
+            # so its fingerprint is the one the next sync must compare with.
+            await tx.record(tenant, source, seen, at=sequences)
+
+    await retry_transient(commit, what="backfill step")
     return report
 
 

@@ -49,7 +49,9 @@ def test_a_backfill_racing_live_updates_keeps_the_newest(running: Path) -> None:
     def write(n: int, version: int) -> None:
         text = f"# Doc {n}\n\nText {version} of {n}.\n"
         versions[sha256_hex(text)] = version
-        (folder / f"d{n:02d}.md").write_text(text)
+        staged = folder / f".d{n:02d}.md"  # hidden: never read as a document
+        staged.write_text(text)
+        staged.replace(folder / f"d{n:02d}.md")  # a reader sees the old or the new, whole
 
     for n in range(total):
         write(n, 1)
@@ -62,17 +64,21 @@ def test_a_backfill_racing_live_updates_keeps_the_newest(running: Path) -> None:
     assert f"{total} updated" in dry and "dry run" in dry, dry
     dry_id = job_of(root, dry)["id"]
 
-    stop, rounds = threading.Event(), []
+    stop, rounds, failures = threading.Event(), [], []
     rng = random.Random(11)
 
     def live() -> None:  # a connector keeps changing documents the backfill re-reads
         version = 2
-        while not stop.is_set():
-            for n in rng.sample(range(total), 4):
-                write(n, version)
-            govindex(root, "ingest", "path", "fold", "--source", "fb")
-            rounds.append(time.monotonic())
-            version += 1
+        try:
+            while not stop.is_set():
+                for n in rng.sample(range(total), 4):
+                    write(n, version)
+                govindex(root, "ingest", "path", "fold", "--source", "fb")
+                rounds.append(time.monotonic())
+                version += 1
+        except BaseException as exc:  # a sync that failed left its writes unemitted
+            failures.append(exc)
+            raise
 
     loader = threading.Thread(target=live, daemon=True)
     loader.start()
@@ -102,6 +108,8 @@ def test_a_backfill_racing_live_updates_keeps_the_newest(running: Path) -> None:
     finally:
         stop.set()
         loader.join(timeout=120)
+    assert not loader.is_alive(), "the live loop did not finish its last round"
+    assert not failures, f"a live sync racing the backfill failed: {failures[0]}"
     assert len(rounds) >= 3, f"only {len(rounds)} live rounds ran alongside the backfill"
     final = job_of(root, resumed)
     assert final["done"] == total and final["counts"]["updated"] >= total, final

@@ -537,7 +537,14 @@ class ConnectorTransaction(Protocol):
         self, tenant_id: str, source_id: str, at_least: dict[str, int]
     ) -> None: ...
 
-    async def record(self, tenant_id: str, source_id: str, seen: dict[str, str | None]) -> None: ...
+    async def record(
+        self,
+        tenant_id: str,
+        source_id: str,
+        seen: dict[str, str | None],
+        *,
+        at: Mapping[str, int] | None = None,
+    ) -> None: ...
 
     async def record_position(
         self, tenant_id: str, source_id: str, doc_id: str, sequence: int, *, deleted: bool

@@ -42,6 +42,49 @@ class ConnectorStateContract:
         await memory.assume_present(tenant, source, ["z"])
         assert "z" in await memory.known(tenant, source)
 
+    async def test_a_record_behind_a_newer_reservation_is_skipped(self, state: Any) -> None:
+        memory: ConnectorState = state
+        tenant, source = unique("t"), unique("s")
+        async with state.transaction() as tx:  # a backfill reserves first...
+            early = await tx.reserve_sequences(tenant, source, ["a", "b"])
+        async with state.transaction() as tx:  # ...a live sync reserves and records after it
+            await tx.reserve_sequences(tenant, source, ["a"])
+            await tx.record(tenant, source, {"a": "fp-live"})
+        async with state.transaction() as tx:  # the backfill's event for `a` is the older one
+            await tx.record(tenant, source, {"a": "fp-old", "b": "fp-b"}, at=early)
+        assert await memory.known(tenant, source) == {"a": "fp-live", "b": "fp-b"}
+
+    async def test_transactions_sharing_documents_and_contents_never_deadlock(
+        self, state: Any
+    ) -> None:
+        """A live sync reserves `d` then writes blob X; a backfill step writes blob X then
+        records `d`. Taken in that order, each would wait for the other."""
+        tenant, source, content = unique("t"), unique("s"), unique("content")
+        blob = (f"sha256:{content}", content)
+        async with state.transaction() as tx:
+            await tx.reserve_sequences(tenant, source, ["d", "e"])
+            await tx.record(tenant, source, {"d": "fp-1", "e": "fp-1"})
+        async with state.transaction() as tx:
+            step = await tx.reserve_sequences(tenant, source, ["d", "e"])  # the backfill's
+        holding = asyncio.Event()
+
+        async def live() -> None:
+            async with state.transaction() as tx:
+                await tx.reserve_sequences(tenant, source, ["d"])
+                holding.set()
+                await asyncio.sleep(1.0)  # the backfill step is now waiting on `d`
+                await tx.put_blobs([blob])
+                await tx.record(tenant, source, {"d": "fp-live"})
+
+        async def backfill() -> None:
+            await holding.wait()
+            async with state.transaction() as tx:
+                await tx.put_blobs([blob])
+                await tx.record(tenant, source, {"e": "fp-step", "d": "fp-step"}, at=step)
+
+        await asyncio.wait_for(asyncio.gather(live(), backfill()), timeout=30)
+        assert await state.known(tenant, source) == {"d": "fp-live", "e": "fp-step"}
+
     async def test_cdc_positions_never_move_back(self, state: Any) -> None:
         ledger: CdcLedger = state
         tenant, source = unique("t"), unique("s")

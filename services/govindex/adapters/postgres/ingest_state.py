@@ -6,7 +6,7 @@ announce it in one `ConnectorTransaction`; the outbox relay publishes the events
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -17,10 +17,17 @@ from govindex.core.ports import OutboxMessage
 
 
 class PostgresConnectorTransaction:
-    """Implements ConnectorTransaction over one open transaction."""
+    """Implements ConnectorTransaction over one open transaction.
+
+    Lock order, whatever order a handler calls in: document rows first, each statement in
+    document id order, and blobs last, in hash order (`flush`, run just before the commit).
+    Two connectors sharing documents and contents (a backfill and a live sync, say) then
+    always wait for each other in the same order and never deadlock.
+    """
 
     def __init__(self, conn: AsyncConnection[Any]) -> None:
         self._conn = conn
+        self._blobs: dict[str, str] = {}
 
     async def _one(self, query: Query, params: Params) -> None:
         await self._conn.execute(query, params)
@@ -34,11 +41,16 @@ class PostgresConnectorTransaction:
         await self.put_blobs([(content_hash, content)])
 
     async def put_blobs(self, blobs: Sequence[tuple[str, str]]) -> None:
-        """Content-addressed: a blob already stored is left as it is."""
+        """Content-addressed: a blob already stored is left as it is. Written by `flush`,
+        in this transaction, after every document row it touches."""
+        self._blobs.update(blobs)
+
+    async def flush(self) -> None:
         await self._many(
             "INSERT INTO blobs (content_hash, content) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-            list(blobs),
+            sorted(self._blobs.items()),
         )
+        self._blobs.clear()
 
     async def emit(self, messages: Sequence[OutboxMessage]) -> None:
         """Queue events in the outbox: they are published after this transaction commits."""
@@ -53,7 +65,7 @@ class PostgresConnectorTransaction:
         repeats would not be.
         """
         out: dict[str, int] = {}
-        for doc_id in doc_ids:
+        for doc_id in sorted(set(doc_ids)):
             cur = await self._conn.execute(
                 "INSERT INTO ingest_documents (tenant_id, source_id, doc_id, last_sequence) "
                 "VALUES (%s, %s, %s, 1) ON CONFLICT (tenant_id, source_id, doc_id) DO UPDATE "
@@ -66,12 +78,34 @@ class PostgresConnectorTransaction:
             out[doc_id] = int(row[0])
         return out
 
-    async def record(self, tenant_id: str, source_id: str, seen: dict[str, str | None]) -> None:
-        """Remember what was emitted for each document (None: its deletion was emitted)."""
+    async def record(
+        self,
+        tenant_id: str,
+        source_id: str,
+        seen: dict[str, str | None],
+        *,
+        at: Mapping[str, int] | None = None,
+    ) -> None:
+        """Remember what was emitted for each document (None: its deletion was emitted).
+
+        With `at` (doc id -> the sequence its event carries), only where that is still the
+        document's last sequence: an event emitted since with a higher sequence wins in the
+        index, so what it recorded is what the connector must compare with next time.
+        """
+        if at is None:
+            await self._many(
+                "UPDATE ingest_documents SET content_hash = %s, deleted = %s "
+                "WHERE tenant_id = %s AND source_id = %s AND doc_id = %s",
+                [(fp, fp is None, tenant_id, source_id, doc) for doc, fp in sorted(seen.items())],
+            )
+            return
         await self._many(
-            "UPDATE ingest_documents SET content_hash = %s, deleted = %s WHERE tenant_id = %s "
-            "AND source_id = %s AND doc_id = %s",
-            [(fp, fp is None, tenant_id, source_id, doc) for doc, fp in seen.items()],
+            "UPDATE ingest_documents SET content_hash = %s, deleted = %s "
+            "WHERE tenant_id = %s AND source_id = %s AND doc_id = %s AND last_sequence = %s",
+            [
+                (fp, fp is None, tenant_id, source_id, doc, at[doc])
+                for doc, fp in sorted(seen.items())
+            ],
         )
 
     async def raise_sequences(
@@ -84,7 +118,7 @@ class PostgresConnectorTransaction:
             "VALUES (%s, %s, %s, %s) ON CONFLICT (tenant_id, source_id, doc_id) DO UPDATE "
             "SET last_sequence = greatest(ingest_documents.last_sequence, "
             "EXCLUDED.last_sequence)",
-            [(tenant_id, source_id, doc, sequence) for doc, sequence in at_least.items()],
+            [(tenant_id, source_id, doc, sequence) for doc, sequence in sorted(at_least.items())],
         )
 
     async def record_position(
@@ -121,7 +155,9 @@ class PostgresIngestState(PostgresAdapter):
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[PostgresConnectorTransaction]:
         async with transaction(self._pool) as conn:
-            yield PostgresConnectorTransaction(conn)
+            tx = PostgresConnectorTransaction(conn)
+            yield tx
+            await tx.flush()
 
     async def raise_sequences(
         self, tenant_id: str, source_id: str, at_least: dict[str, int]

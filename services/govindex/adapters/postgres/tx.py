@@ -30,6 +30,8 @@ _REJECTED = (psycopg.DataError, psycopg.IntegrityError)
 
 
 def unavailable(exc: Exception) -> TransientError:
+    if isinstance(exc, psycopg.errors.TransactionRollback):  # a deadlock or serialization
+        return TransientError(f"PostgreSQL rolled the transaction back, run it again: {exc}")
     return TransientError(f"PostgreSQL is unavailable: {exc}")
 
 
