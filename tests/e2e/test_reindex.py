@@ -74,10 +74,17 @@ def test_a_reindex_under_updates_and_deletes_ends_equal_to_postgres(running: Pat
     settled(dsn)
     before = live_index(url)
 
-    stop, rounds = threading.Event(), []
+    stop, rounds, failures = threading.Event(), [], []
     rng = random.Random(7)
 
     def load() -> None:
+        try:
+            rounds_of_load()
+        except BaseException as exc:  # a failed sync would leave the load short, unseen
+            failures.append(exc)
+            raise
+
+    def rounds_of_load() -> None:
         version, fresh = 2, 1000
         while not stop.is_set():
             for n in rng.sample(sorted(alive), 6):
@@ -113,6 +120,8 @@ def test_a_reindex_under_updates_and_deletes_ends_equal_to_postgres(running: Pat
     finally:
         stop.set()
         loader.join(timeout=120)
+    assert not loader.is_alive(), "the load did not finish its last round"
+    assert not failures, f"a sync of the load failed: {failures[0]}"
     assert reindex.returncode == 0, reindex.stdout + reindex.stderr
     job: dict[str, Any] = job_of(root, reindex.stdout)
     during = [t for t in rounds if started <= t <= ended]
