@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import subprocess
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
@@ -160,5 +160,9 @@ class FolderSnapshot:
         return found
 
     def read(self, files: Sequence[SourceFile]) -> Iterator[tuple[SourceFile, bytes]]:
+        """Each file's bytes now, with the fingerprint of those bytes: a file rewritten since
+        `files` listed it is recorded as what was emitted, not as what was listed."""
         for file in files:
-            yield file, (self.root / file.doc_id).read_bytes()
+            data = (self.root / file.doc_id).read_bytes()
+            digest = hashlib.sha256(data).hexdigest()
+            yield replace(file, fingerprint=f"sha256:{digest}", size=len(data)), data

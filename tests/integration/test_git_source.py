@@ -1,4 +1,4 @@
-"""The git reader against a real repository: versions, binary and oversized files."""
+"""The git and folder readers against real files: versions, binary and oversized files."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ingest import sources
-from ingest.sources import GitSnapshot, Skipped, SourceReadError, decode_text
+from ingest.sources import FolderSnapshot, GitSnapshot, Skipped, SourceReadError, decode_text
 from tests.support.pipeline import git
 
 pytestmark = pytest.mark.integration
@@ -75,3 +75,17 @@ def test_a_pattern_gitignore_does_not_allow_is_refused_at_registration() -> None
     with pytest.raises(ValidationError, match=r"Invalid git pattern: 'a\\\\'"):
         FolderSettings(path="/srv/docs", include=["*.md", "a\\"])
     assert FolderSettings(path="/srv/docs", exclude=["drafts/"]).exclude == ["drafts/"]
+
+
+def test_a_folder_file_rewritten_after_listing_is_read_with_its_new_fingerprint(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a.md").write_text("# A\n\nfirst\n")
+    snapshot = FolderSnapshot(tmp_path)
+    listed = snapshot.files(["*.md"], [])
+    (tmp_path / "a.md").write_text("# A\n\nsecond, longer\n")
+    [(file, data)] = list(snapshot.read(listed))
+    assert data == b"# A\n\nsecond, longer\n"
+    # What the connector records as emitted is what it read, so the next sync compares the
+    # source with the content the index got, not with the listing.
+    assert file == FolderSnapshot(tmp_path).files(["*.md"], [])[0] != listed[0]
