@@ -292,34 +292,28 @@ async def _reader(
     return local
 
 
-async def backfill_scope(rt: Runtime, manifest: SourceManifest, docs: Sequence[str]) -> list[str]:
-    """The documents a backfill covers, sorted: those the source has now and those emitted
-    before (a document the source lost gets its deletion), matching `docs` when given."""
-    snapshot, ctx = await (await _reader(rt, manifest))()
-    present = {f.doc_id for f in snapshot.files(ctx.include, ctx.exclude)}
-    known = set(await rt.ingest_state.known(manifest.tenant, manifest.source_id))
-    return sorted(d for d in present | known if not docs or selected(d, docs, ()))
-
-
 async def run_backfill(rt: Runtime, job: Job, progress: Callable[[int, int | None], None]) -> Job:
     """Run (or continue) a backfill job: documents in id order, the last one done as
-    checkpoint; a step repeated after a crash emits the same event ids (duplicates)."""
+    checkpoint; a step repeated after a crash emits the same event ids (duplicates).
+
+    The scope is what the source has now and what was emitted before (a document the source
+    lost gets its deletion), matching `docs` when given, after the checkpoint.
+    """
     manifest = await registered(rt, job.args["source"])
     docs = tuple(job.args.get("docs") or ())
     after = str(job.checkpoint.get("after", ""))
-    scope = [d for d in await backfill_scope(rt, manifest, docs) if d > after]
+    read = await _reader(rt, manifest)
+    snapshot, ctx = await read()
+    present = {f.doc_id for f in snapshot.files(ctx.include, ctx.exclude)}
+    known = set(await rt.ingest_state.known(manifest.tenant, manifest.source_id))
+    wanted = (d for d in sorted(present | known) if not docs or selected(d, docs, ()))
+    scope = [d for d in wanted if d > after]
     if job.total is None:
         await rt.jobs.start(job.id, len(scope), {"after": ""})
         job = job.model_copy(update={"total": len(scope)})
-    read = await _reader(rt, manifest)
     counts, done = dict(job.counts), job.done
     pacer = Pacer(None if job.dry_run else job.rate)
     progress(done, job.total)
-    known = set(await rt.ingest_state.known(manifest.tenant, manifest.source_id))
-    present: set[str] = set()
-    if job.dry_run:
-        snapshot, ctx = await read()
-        present = {f.doc_id for f in snapshot.files(ctx.include, ctx.exclude)}
     while True:
         size = pacer.batch(BACKFILL_STEP)
         step, scope = scope[:size], scope[size:]

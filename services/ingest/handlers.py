@@ -9,7 +9,7 @@ document readable on any topic.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
@@ -35,7 +35,12 @@ BATCH = 256
 
 
 class Snapshot(Protocol):
-    def files(self, include: Sequence[str], exclude: Sequence[str]) -> list[SourceFile]: ...
+    def files(
+        self,
+        include: Sequence[str],
+        exclude: Sequence[str],
+        among: Collection[str] | None = None,
+    ) -> list[SourceFile]: ...
 
     def read(self, files: Sequence[SourceFile]) -> Iterator[tuple[SourceFile, bytes]]: ...
 
@@ -158,7 +163,7 @@ async def backfill_documents(
 
     sequences = await retry_transient(reserve, what="backfill reserve")
     snapshot, ctx = await read()  # read after reserving: at least as new as any earlier emit
-    present = {f.doc_id: f for f in snapshot.files(ctx.include, ctx.exclude)}
+    present = {f.doc_id: f for f in snapshot.files(ctx.include, ctx.exclude, among=set(doc_ids))}
     known = await state.known(tenant, source)
     report = IngestReport()
     texts = _decode(snapshot, [present[d] for d in doc_ids if d in present], report)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,7 +45,12 @@ log = structlog.get_logger(__name__)
 class EmptySnapshot:
     """A branch that no longer exists: nothing is present, so everything known is deleted."""
 
-    def files(self, include: Sequence[str], exclude: Sequence[str]) -> list[SourceFile]:
+    def files(
+        self,
+        include: Sequence[str],
+        exclude: Sequence[str],
+        among: Collection[str] | None = None,
+    ) -> list[SourceFile]:
         return []
 
     def read(self, files: Sequence[SourceFile]) -> Iterator[tuple[SourceFile, bytes]]:

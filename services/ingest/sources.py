@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -109,7 +109,13 @@ class GitSnapshot:
                 break
         return found
 
-    def files(self, include: Sequence[str], exclude: Sequence[str]) -> list[SourceFile]:
+    def files(
+        self,
+        include: Sequence[str],
+        exclude: Sequence[str],
+        among: Collection[str] | None = None,
+    ) -> list[SourceFile]:
+        """The selected files; with `among`, only those of these document ids."""
         listing = self._git_bytes("ls-tree", "-r", "-z", "--long", "--full-tree", self.sha)
         found: list[SourceFile] = []
         for entry in listing.split(b"\x00"):
@@ -119,6 +125,8 @@ class GitSnapshot:
             mode, kind, blob, size = meta.split()
             doc_id = path.decode("utf-8", errors="surrogateescape")
             if kind != b"blob" or mode == b"120000" or not selected(doc_id, include, exclude):
+                continue
+            if among is not None and doc_id not in among:
                 continue
             found.append(SourceFile(doc_id, f"git-blob:{blob.decode()}", int(size)))
         return found
@@ -147,10 +155,19 @@ class FolderSnapshot:
         self.root = root
         self.observed_at = datetime.now(UTC)
 
-    def files(self, include: Sequence[str], exclude: Sequence[str]) -> list[SourceFile]:
+    def files(
+        self,
+        include: Sequence[str],
+        exclude: Sequence[str],
+        among: Collection[str] | None = None,
+    ) -> list[SourceFile]:
+        """The selected files, each hashed; with `among`, only those of these document ids
+        (a backfill step hashes its own files, not the whole folder again)."""
         found = []
         for path in sorted(self.root.rglob("*")):
             rel = path.relative_to(self.root).as_posix()
+            if among is not None and rel not in among:
+                continue
             if any(part.startswith(".") for part in PurePosixPath(rel).parts):
                 continue
             if not path.is_file() or path.is_symlink() or not selected(rel, include, exclude):

@@ -89,3 +89,16 @@ def test_a_folder_file_rewritten_after_listing_is_read_with_its_new_fingerprint(
     # What the connector records as emitted is what it read, so the next sync compares the
     # source with the content the index got, not with the listing.
     assert file == FolderSnapshot(tmp_path).files(["*.md"], [])[0] != listed[0]
+
+
+def test_a_listing_among_some_documents_names_only_those(tmp_path: Path) -> None:
+    for name in ("a.md", "b.md", "c.txt"):
+        (tmp_path / name).write_text(f"# {name}\n")
+    git(tmp_path, "init", "-q", "-b", "main")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-q", "-m", "three")
+    for snapshot in (FolderSnapshot(tmp_path), GitSnapshot(tmp_path)):
+        every = {f.doc_id: f for f in snapshot.files(["*.md", "*.txt"], [])}
+        assert set(every) == {"a.md", "b.md", "c.txt"}
+        some = snapshot.files(["*.md"], [], among={"a.md", "c.txt", "gone.md"})
+        assert some == [every["a.md"]]  # c.txt is not selected, gone.md does not exist
