@@ -12,17 +12,16 @@ names as written are kept as aliases. Rules:
   alert reaches its service, the service's owner and its runbook in two hops.
 
 The document kind comes from frontmatter `type:` or from the path (runbooks/, policies/,
-incidents/).
+incidents/). Names are type-checked frontmatter (`Frontmatter`): short one-line strings.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from govindex.core.records import slugify
+from indexer.parsers.markdown import Frontmatter, FrontmatterLike
 
 
 @dataclass(frozen=True)
@@ -43,9 +42,9 @@ def entity(kind: str, name: str) -> str:
     return f"{kind}:{key}"
 
 
-def document_kind(doc_id: str, frontmatter: Mapping[str, Any]) -> str:
-    declared = frontmatter.get("type")
-    if isinstance(declared, str) and declared.strip():
+def document_kind(doc_id: str, frontmatter: FrontmatterLike) -> str:
+    declared = Frontmatter.of(frontmatter).type
+    if declared and declared.strip():
         return declared.strip().lower()
     path = doc_id.lower()
     for folder, kind in (
@@ -59,27 +58,25 @@ def document_kind(doc_id: str, frontmatter: Mapping[str, Any]) -> str:
     return "document"
 
 
-def _names(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value] if value.strip() else []
-    if isinstance(value, list):
-        return [str(v) for v in value if isinstance(v, str | int) and str(v).strip()]
-    return []
+def _names(values: tuple[str, ...]) -> list[str]:
+    return [v for v in values if v.strip()]
 
 
-def extract_edges(source_id: str, doc_id: str, frontmatter: Mapping[str, Any]) -> list[Edge]:
+def extract_edges(source_id: str, doc_id: str, frontmatter: FrontmatterLike) -> list[Edge]:
+    """Edges from type-checked frontmatter (InvalidFrontmatter for a field that is not)."""
+    fm = Frontmatter.of(frontmatter)
     doc = f"document:{source_id}/{doc_id}"
-    kind = document_kind(doc_id, frontmatter)
+    kind = document_kind(doc_id, fm)
     relation = {"runbook": "GOVERNS", "policy": "APPLIES_TO", "incident": "AFFECTED"}.get(
         kind, "ABOUT"
     )
     edges: list[Edge] = []
-    services = _names(frontmatter.get("service")) + _names(frontmatter.get("services"))
+    services = _names(fm.service) + _names(fm.services)
     for name in services:
         edges.append(Edge(doc, relation, entity("service", name), doc_id, name))
-    for name in _names(frontmatter.get("applies_to")):
+    for name in _names(fm.applies_to):
         edges.append(Edge(doc, "APPLIES_TO", entity("service", name), doc_id, name))
-    for owner in _names(frontmatter.get("owner")):
+    for owner in _names(fm.owner):
         if services:
             edges += [
                 Edge(entity("service", s), "OWNED_BY", entity("team", owner), s, owner)
@@ -87,7 +84,7 @@ def extract_edges(source_id: str, doc_id: str, frontmatter: Mapping[str, Any]) -
             ]
         else:
             edges.append(Edge(doc, "OWNED_BY", entity("team", owner), doc_id, owner))
-    for alert in _names(frontmatter.get("alerts")):
+    for alert in _names(fm.alerts):
         if services:
             edges += [
                 Edge(entity("service", s), "FIRES", entity("alert", alert), s, alert)
@@ -95,6 +92,6 @@ def extract_edges(source_id: str, doc_id: str, frontmatter: Mapping[str, Any]) -
             ]
         else:
             edges.append(Edge(doc, "ABOUT", entity("alert", alert), doc_id, alert))
-    for older in _names(frontmatter.get("supersedes")):
+    for older in _names(fm.supersedes):
         edges.append(Edge(doc, "SUPERSEDES", f"document:{source_id}/{older}", doc_id, older))
     return list(dict.fromkeys(edges))

@@ -56,7 +56,8 @@ from govindex.core.retry import retry_transient
 from govindex.core.settings import Topics
 from indexer.decisions import Incoming, Overlay, decide_change, decide_deletion
 from indexer.graph import extract_edges
-from indexer.parsers import parser_for
+from indexer.parsers import parse, parser_for
+from indexer.parsers.markdown import Frontmatter
 from indexer.stamping import (
     StampContext,
     resolve_access,
@@ -438,14 +439,16 @@ def plan_version(
     generation: int,
     now: datetime,
 ) -> VersionPlan:
-    """Parse, chunk and stamp a new version (pure; fails with InvalidEvent or MissingAcl)."""
+    """Parse, chunk and stamp a new version (pure; fails with InvalidEvent, of which
+    InvalidFrontmatter, or MissingAcl)."""
     parser = parser_for(manifest.parser, payload.path or payload.doc_id)
-    parsed = parser.parse(content)
-    valid_from, valid_to = resolve_validity(manifest, payload, parsed.frontmatter)
+    parsed = parse(parser, content)
+    frontmatter = Frontmatter.of(parsed.frontmatter)  # InvalidFrontmatter: never stamped
+    valid_from, valid_to = resolve_validity(manifest, payload, frontmatter)
     ctx = StampContext(
         manifest=manifest,
         event=payload,
-        access=resolve_access(manifest, payload, parsed.frontmatter),
+        access=resolve_access(manifest, payload, frontmatter),
         valid_from=valid_from,
         valid_to=valid_to,
         recorded_at=now,
@@ -459,9 +462,9 @@ def plan_version(
         content_hash=payload.content_hash,
         content=content,
         media_type=payload.media_type,
-        title=payload.title or _title(parsed.frontmatter, chunks),
+        title=payload.title or _title(frontmatter, chunks),
         path=payload.path,
-        metadata={**payload.metadata, **_scalar_metadata(parsed.frontmatter)},
+        metadata={**payload.metadata, **frontmatter.metadata()},
         valid_from=valid_from,
         valid_to=valid_to,
         observed_at=payload.observed_at,
@@ -472,7 +475,7 @@ def plan_version(
         version_id=version_id(payload.key, payload.sequence),
         edges=[
             GraphEdge(e.subject, e.relation, e.object, e.subject_alias, e.object_alias)
-            for e in extract_edges(payload.source_id, payload.doc_id, parsed.frontmatter)
+            for e in extract_edges(payload.source_id, payload.doc_id, frontmatter)
         ],
     )
 
@@ -582,25 +585,13 @@ def _receipt(
     return OutboxMessage(ports.topics.receipts, record)
 
 
-def _title(frontmatter: dict[str, object] | object, chunks: Sequence[Chunk]) -> str | None:
-    if isinstance(frontmatter, dict) and isinstance(frontmatter.get("title"), str):
-        return str(frontmatter["title"])
+def _title(frontmatter: Frontmatter, chunks: Sequence[Chunk]) -> str | None:
+    if frontmatter.title is not None:
+        return frontmatter.title
     for chunk in chunks:
         if chunk.heading_path:
             return chunk.heading_path[0]
     return None
-
-
-def _scalar_metadata(frontmatter: object) -> dict[str, str]:
-    """Frontmatter fields kept as metadata (scalars only; ACL and dates are stamped apart)."""
-    if not isinstance(frontmatter, dict):
-        return {}
-    skip = {"acl", "valid_from", "valid_to"}
-    return {
-        str(k): str(v)
-        for k, v in frontmatter.items()
-        if k not in skip and isinstance(v, str | int | float | bool)
-    }
 
 
 SOURCE_LEVEL_REASONS = frozenset({"source_deleted", "source_disabled"})

@@ -12,7 +12,7 @@ from govindex.core.errors import PermanentError
 from govindex.core.events import DocumentChanged
 from govindex.core.ports import ChunkStore, SearchIndex, SourceRegistry, StoredVersion, VersionStore
 from govindex.core.records import Access, Chunk, SourceManifest
-from indexer.parsers import Parser, parser_for
+from indexer.parsers import Parser, parse, parser_for
 from indexer.stamping import StampContext, resolve_access, stamp_chunks
 
 log = structlog.get_logger(__name__)
@@ -100,7 +100,7 @@ async def _restamp(
         media_type=row.media_type,
         path=row.path,
     )
-    parsed = parser.parse(row.content)
+    parsed = parse(parser, row.content)
     existing = await chunks.chunks_of_version(row.version_id)
     if existing:  # keep the access the document was indexed with (it may have come from CDC)
         first = existing[0]

@@ -5,12 +5,9 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
-
-from pydantic import AwareDatetime, TypeAdapter, ValidationError
 
 from govindex.core.errors import InvalidEvent, MissingAcl
 from govindex.core.events import DocumentChanged
@@ -20,30 +17,23 @@ from govindex.core.records import (
     AclPolicy,
     Chunk,
     ChunkDraft,
-    Principal,
     SourceManifest,
     TrustLevel,
 )
-
-_PRINCIPALS = TypeAdapter(list[Principal])
-_AWARE = TypeAdapter(AwareDatetime)
+from indexer.parsers.markdown import Frontmatter, FrontmatterLike
 
 
 def resolve_access(
-    manifest: SourceManifest, event: DocumentChanged, frontmatter: Mapping[str, Any]
+    manifest: SourceManifest, event: DocumentChanged, frontmatter: FrontmatterLike
 ) -> Access:
-    """Decide who may see the document; fail closed (MissingAcl) when nobody said."""
+    """Decide who may see the document; fail closed (MissingAcl) when nobody said.
+
+    Raises InvalidFrontmatter for a field of the wrong type or size (checked even when the
+    event's own ACL wins: a document is either valid or refused)."""
+    fm = Frontmatter.of(frontmatter)
     document_acl: list[str] | None = event.acl
-    if document_acl is None and "acl" in frontmatter:
-        raw = frontmatter["acl"]
-        if isinstance(raw, str):
-            raw = [raw]
-        try:
-            document_acl = _PRINCIPALS.validate_python(raw or [])
-        except ValidationError as exc:
-            raise InvalidEvent(
-                f"frontmatter 'acl' must be a list of principals like 'group:eng': {exc}"
-            ) from exc
+    if document_acl is None and fm.acl is not None:
+        document_acl = list(fm.acl)
         if not document_acl:
             raise MissingAcl(
                 "the document's frontmatter 'acl' is empty, which would make it visible to no "
@@ -61,22 +51,22 @@ def resolve_access(
             "default_acl; add 'acl:' to the document's frontmatter or 'default_acl' to the "
             "source manifest. It was not indexed (never indexed as public)."
         )
-    classification = frontmatter.get("classification", manifest.classification)
     return Access(
         acl=tuple(sorted(set(acl))),
         required_scopes=tuple(manifest.required_scopes),
         allowed_purposes=tuple(manifest.allowed_purposes),
-        classification=str(classification),
+        classification=fm.classification or manifest.classification,
     )
 
 
 def resolve_validity(
-    manifest: SourceManifest, event: DocumentChanged, frontmatter: Mapping[str, Any]
+    manifest: SourceManifest, event: DocumentChanged, frontmatter: FrontmatterLike
 ) -> tuple[datetime, datetime | None]:
     """Valid time from the event, else frontmatter, else [observed_at, open end) (DESIGN §3)."""
+    fm = Frontmatter.of(frontmatter)
     from_field = manifest.valid_time_field or "valid_from"
-    valid_from = event.valid_from or _frontmatter_time(frontmatter, from_field)
-    valid_to = event.valid_to or _frontmatter_time(frontmatter, "valid_to")
+    valid_from = event.valid_from or fm.time(from_field)
+    valid_to = event.valid_to or fm.time("valid_to")
     start = valid_from or event.observed_at
     if valid_to is not None and valid_to <= start:
         raise InvalidEvent(
@@ -84,20 +74,6 @@ def resolve_validity(
             "fix the document's validity dates"
         )
     return start, valid_to
-
-
-def _frontmatter_time(frontmatter: Mapping[str, Any], name: str) -> datetime | None:
-    raw = frontmatter.get(name)
-    if raw is None:
-        return None
-    try:
-        value: datetime = _AWARE.validate_python(raw if isinstance(raw, datetime) else str(raw))
-    except ValidationError as exc:
-        raise InvalidEvent(
-            f"frontmatter {name!r} must be a date-time with a time zone, e.g. "
-            f"2025-03-01T00:00:00Z; got {raw!r}"
-        ) from exc
-    return value
 
 
 # Text that gives orders to a model or an operator. Stored anyway; the flag lets the read

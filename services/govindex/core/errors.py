@@ -24,6 +24,13 @@ class InvalidEvent(PermanentError):
     reason = "invalid_event"
 
 
+class InvalidFrontmatter(InvalidEvent):
+    """A document's frontmatter is refused: YAML we do not load (aliases, too deep), or a
+    field of the wrong type or size. The message names the field."""
+
+    reason = "invalid_frontmatter"
+
+
 class UnknownSource(PermanentError):
     reason = "unknown_source"
 
@@ -34,6 +41,13 @@ class SourceDisabled(PermanentError):
 
 class MissingAcl(PermanentError):
     reason = "missing_acl"
+
+
+class ParserFailed(PermanentError):
+    """A parser raised on a document: parsers are pure, so it would fail the same way on
+    every redelivery (a poison pill); the document is dead-lettered instead."""
+
+    reason = "parser_failed"
 
 
 class ContentUnavailable(PermanentError):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
-from govindex.core.errors import InvalidEvent
+from govindex.core.errors import InvalidEvent, ParserFailed, PermanentError
+from govindex.core.inputs import quote
 from indexer.parsers.base import ParsedDocument, Parser, SizePolicy
 from indexer.parsers.code import HclParser, JsonParser, PythonParser, YamlParser
 from indexer.parsers.markdown import MarkdownParser, split_frontmatter
@@ -52,4 +53,31 @@ def parser_for(name: str, path: str | None = None) -> Parser:
         ) from None
 
 
-__all__ = ["PARSERS", "ParsedDocument", "Parser", "SizePolicy", "parser_for", "split_frontmatter"]
+def parse(parser: Parser, text: str) -> ParsedDocument:
+    """`parser.parse`, where a parser's crash is the document's permanent failure.
+
+    A parser is pure: an exception it raises on these bytes it raises on every redelivery,
+    so retrying would make the document a poison pill for its partition. It is
+    dead-lettered once (`parser_failed`, with the parser's name, version and error).
+    """
+    try:
+        return parser.parse(text)
+    except PermanentError:
+        raise
+    except Exception as exc:
+        raise ParserFailed(
+            f"parser {parser.name} {parser.version} failed on this document "
+            f"({exc.__class__.__name__}: {quote(str(exc))}); fix the document or choose "
+            "another parser in the manifest, then redrive the dead letter"
+        ) from exc
+
+
+__all__ = [
+    "PARSERS",
+    "ParsedDocument",
+    "Parser",
+    "SizePolicy",
+    "parse",
+    "parser_for",
+    "split_frontmatter",
+]

@@ -9,8 +9,8 @@ import ast
 import json
 import re
 
-import yaml
-
+from govindex.core import yamlsafe
+from govindex.core.inputs import has_control
 from govindex.core.records import ChunkKind
 from indexer.parsers.base import LineIndex, ParsedDocument, Segment, SizePolicy, finalize
 from indexer.parsers.text import paragraphs
@@ -94,17 +94,37 @@ _YAML_KEY = re.compile(r"^([A-Za-z_][\w.-]*|\"[^\"]+\"|'[^']+')[ \t]*:(?:[ \t]|$
 _YAML_DOC = re.compile(r"^---(?:[ \t].*)?$")
 
 
+LABEL_CHARS = 256  # a resource's kind or name, or a key, as a label
+
+
+def _label(value: object) -> str | None:
+    """A value fit to be a label: a short one-line string (or a number, as written)."""
+    if not value or isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    text = str(value)
+    return text if len(text) <= LABEL_CHARS and not has_control(text) else None
+
+
 class YamlParser:
+    """YAML by top-level key, or by resource in a multi-document file.
+
+    The text is read by the product's YAML loader: anchors and aliases are refused (an
+    alias can stand for a value far larger than the file), so a file that uses them, or
+    that is too large or nested too deep to load, is cut like text that does not parse.
+    A resource's `kind` and `metadata.name` label it only when they are short one-line
+    strings: anything else is not a label, and the chunks are cut all the same.
+    """
+
     name = "yaml"
-    version = "1.0.0"
+    version = "1.1.0"  # 1.1: anchors refused, labels short
 
     def __init__(self, policy: SizePolicy | None = None) -> None:
         self.policy = policy or SizePolicy(max_chars=4000)
 
     def parse(self, text: str) -> ParsedDocument:
         try:
-            docs = [d for d in yaml.safe_load_all(text) if d is not None]
-        except (yaml.YAMLError, RecursionError):  # not YAML, or nested too deep to build
+            docs = [d for d in yamlsafe.load_all(text) if d is not None]
+        except yamlsafe.YamlRefused:  # not YAML we load
             return _fallback(text, self.policy)
         lines = LineIndex(text).lines()
         separators = [off for off, line in lines if _YAML_DOC.match(line)]
@@ -115,7 +135,7 @@ class YamlParser:
         starts = [(0, Segment(0, 0, ChunkKind.MODULE))]
         for off, line in lines:
             if key := _YAML_KEY.match(line):
-                name = key.group(1).strip("'\"")
+                name = _label(key.group(1).strip("'\""))
                 starts.append(
                     (
                         off,
@@ -123,9 +143,9 @@ class YamlParser:
                             off,
                             0,
                             ChunkKind.KEY,
-                            (name,),
+                            (name,) if name else (),
                             "",
-                            labels=(f"key:{name}",),
+                            labels=(f"key:{name}",) if name else (),
                             atomic=True,
                         ),
                     )
@@ -140,8 +160,9 @@ class YamlParser:
             labels: tuple[str, ...] = ()
             title = ""
             if isinstance(doc, dict):
-                meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-                kind, name = doc.get("kind"), (meta or {}).get("name")
+                meta = doc.get("metadata")
+                kind = _label(doc.get("kind"))
+                name = _label(meta.get("name")) if isinstance(meta, dict) else None
                 labels = tuple(
                     x for x in (f"kind:{kind}" if kind else "", f"name:{name}" if name else "") if x
                 )
