@@ -8,8 +8,11 @@
     GET  /healthz
 
 A token maps to the tenants it may read (settings `read_tokens`). No token or an unknown
-one: 401. A tenant the token does not hold: 403. A malformed request: 400 naming the field
-and the reason. Postgres unreachable: 503 (fail closed; OpenSearch alone never answers).
+one: 401. A tenant the token does not hold: 403. A malformed request (not a JSON object, a
+wrong type, a value past its bound or holding a control character): 400 naming the field
+and the reason; types are strict, so `"trace": "yes"` is refused, not read as true. A body
+past its route's size: 413. Postgres unreachable: 503 (fail closed; OpenSearch alone never
+answers). The body is read as JSON whatever its declared content type.
 This listener is never the public one: the webhook receiver serves only signed webhooks.
 """
 
@@ -22,19 +25,23 @@ from typing import Any, TypeVar
 
 import structlog
 from aiohttp import web
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import AwareDatetime, BaseModel, TypeAdapter, ValidationError
 
 from govindex.core.errors import TransientError
+from govindex.core.inputs import quote
 from govindex.core.ports import LineageRegistry, ReadAccess
-from govindex.core.records import Principal, Slug
+from govindex.core.records import Slug
 from reader.manifest import anchor_of
 from reader.models import (
+    MAX_PRINCIPALS,
     ApiError,
     ChunkView,
     DerivedArtifact,
+    Id,
     PackRequest,
     SearchRequest,
     VerifyRequest,
+    WirePrincipal,
 )
 from reader.service import ReadService
 
@@ -43,9 +50,18 @@ M = TypeVar("M", bound=BaseModel)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _TENANTS = web.RequestKey("tenants", frozenset[str])
-_PRINCIPAL = TypeAdapter(Principal)
-_SLUG = TypeAdapter(Slug)
-_WHEN = TypeAdapter(datetime)
+_PRINCIPAL: TypeAdapter[str] = TypeAdapter(WirePrincipal)
+_SLUG: TypeAdapter[str] = TypeAdapter(Slug)
+_ID: TypeAdapter[str] = TypeAdapter(Id)
+_WHEN: TypeAdapter[datetime] = TypeAdapter(AwareDatetime)
+
+# Bodies are read whole before they are parsed: each route reads at most this much. A search
+# or pack request is a few KiB even at every bound; a manifest of MAX_PINS pins well under
+# 4 MiB; a derived artifact may carry a 1,000,000-character text.
+SEARCH_BODY_MAX = 1024**2
+VERIFY_BODY_MAX = 4 * 1024**2
+LINEAGE_BODY_MAX = 8 * 1024**2
+_READ_CHUNK = 64 * 1024
 
 
 class ApiRefusal(Exception):
@@ -60,16 +76,37 @@ def _json(model: BaseModel, status: int = 200) -> web.Response:
     )
 
 
-def _bad_request(exc: ValidationError) -> ApiRefusal:
-    first = exc.errors(include_url=False)[0]
-    where = ".".join(str(p) for p in first["loc"]) or None
-    return ApiRefusal(400, "bad_request", first["msg"], where)
+def _bad_request(exc: ValidationError, field: str | None = None) -> ApiRefusal:
+    first = exc.errors(include_url=False, include_context=False, include_input=False)[0]
+    where = ".".join(str(p) for p in first["loc"]) or field
+    reason = first["msg"]
+    if first["type"] == "model_type" and not first["loc"]:
+        reason = "the body must be a JSON object"
+    return ApiRefusal(400, "bad_request", reason, where)
 
 
-async def _body(request: web.Request, model: type[M]) -> M:
-    raw = await request.read()
+async def _read(request: web.Request, limit: int) -> bytes:
+    """The body, refused with 413 as soon as it is known to pass `limit` bytes (a declared
+    length says so before anything is read; a chunked body, once it has)."""
+    too_large = ApiRefusal(
+        413, "too_large", f"the body is larger than this route takes ({limit} bytes)"
+    )
+    if request.content_length is not None and request.content_length > limit:
+        raise too_large
+    body = bytearray()
+    while chunk := await request.content.read(_READ_CHUNK):
+        body += chunk
+        if len(body) > limit:
+            raise too_large
+    return bytes(body)
+
+
+async def _body(request: web.Request, model: type[M], limit: int = SEARCH_BODY_MAX) -> M:
+    raw = await _read(request, limit)
     try:
-        return model.model_validate_json(raw)
+        # Strict: a boolean or a number that decides what happens is never coerced from a
+        # string ("yes", "1"); JSON strings still parse as datetimes.
+        return model.model_validate_json(raw, strict=True)
     except ValidationError as exc:
         raise _bad_request(exc) from None
     except (ValueError, RecursionError):
@@ -114,7 +151,7 @@ def _authenticate(
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise ApiRefusal(401, "unauthorized", "send Authorization: Bearer <token>")
-    given = token.strip().encode()
+    given = token.strip().encode(errors="surrogateescape")  # header bytes, as they came
     for candidate, tenants in known:
         if hmac.compare_digest(candidate, given):
             return tenants
@@ -137,14 +174,14 @@ def build_read_app(
         return _json(await service.pack(body))
 
     async def verify(request: web.Request) -> web.Response:
-        body = await _body(request, VerifyRequest)
+        body = await _body(request, VerifyRequest, VERIFY_BODY_MAX)
         _tenant_allowed(request, body.manifest.tenant)
         return _json(await service.verify(body.manifest))
 
     async def chunk(request: web.Request) -> web.Response:
         access = _access_from_query(request)
         _tenant_allowed(request, access.tenant_id)
-        found = await service.chunk(request.match_info["chunk_id"], access)
+        found = await service.chunk(_param(_ID, "chunk_id", request.match_info["chunk_id"]), access)
         if found is None:  # refused and unknown look the same
             raise ApiRefusal(404, "not_found", "no such chunk for this subject at as_of")
         view = ChunkView(
@@ -153,7 +190,7 @@ def build_read_app(
         return _json(view)
 
     async def register(request: web.Request) -> web.Response:
-        body = await _body(request, DerivedArtifact)
+        body = await _body(request, DerivedArtifact, LINEAGE_BODY_MAX)
         _tenant_allowed(request, body.tenant_id)
         foreign = [
             b for b in body.built_from if "/" in b and not b.startswith(f"{body.tenant_id}/")
@@ -175,7 +212,7 @@ def build_read_app(
     async def health(_: web.Request) -> web.Response:
         return web.json_response({"ok": True})
 
-    app = web.Application(middlewares=[tokens_middleware(tokens)], client_max_size=8 * 1024**2)
+    app = web.Application(middlewares=[tokens_middleware(tokens)], client_max_size=LINEAGE_BODY_MAX)
     app.router.add_post("/v1/search", search)
     app.router.add_post("/v1/packs", packs)
     app.router.add_post("/v1/packs/verify", verify)
@@ -185,29 +222,48 @@ def build_read_app(
     return app
 
 
+def _param(adapter: TypeAdapter[Any], name: str, value: str) -> Any:
+    """One path or query parameter, validated like the body's field of the same kind."""
+    try:
+        return adapter.validate_python(value)
+    except ValidationError as exc:
+        raise _bad_request(exc, name) from None
+
+
 def _access_from_query(request: web.Request) -> ReadAccess:
     """GET /v1/chunks/{id}?tenant=T&principal=P[&principal=..][&scope=S][&purpose=U][&as_of=TS]"""
     q = request.query
 
-    def one(name: str, required: bool = True) -> str | None:
+    def one(name: str) -> str:
         value = q.get(name)
-        if required and not value:
+        if not value:
             raise ApiRefusal(400, "bad_request", "required", name)
         return value
 
-    try:
-        tenant = _SLUG.validate_python(one("tenant"))
-        principals = [_PRINCIPAL.validate_python(p) for p in q.getall("principal", [])]
-        scopes = [_PRINCIPAL.validate_python(s) for s in q.getall("scope", [])]
-        purpose = _SLUG.validate_python(one("purpose"))
-        when = one("as_of", required=False)
-        as_of = _WHEN.validate_python(when) if when else datetime.now(UTC)
-    except ValidationError as exc:
-        raise _bad_request(exc) from None
+    def many(name: str) -> list[str]:
+        given = q.getall(name, [])
+        if len(given) > MAX_PRINCIPALS:
+            raise ApiRefusal(
+                400, "bad_request", f"at most {MAX_PRINCIPALS}, not {len(given)}", name
+            )
+        return [_param(_PRINCIPAL, name, v) for v in given]
+
+    tenant: str = _param(_SLUG, "tenant", one("tenant"))
+    principals = many("principal")
+    scopes = many("scope")
+    purpose: str = _param(_SLUG, "purpose", one("purpose"))
+    when = q.get("as_of")
     if not principals:
         raise ApiRefusal(400, "bad_request", "at least one principal", "principal")
-    if as_of.tzinfo is None:
-        raise ApiRefusal(400, "bad_request", "as_of needs a time zone (e.g. Z)", "as_of")
+    try:
+        as_of = _WHEN.validate_python(when) if when else datetime.now(UTC)
+    except ValidationError:
+        raise ApiRefusal(
+            400,
+            "bad_request",
+            f"as_of is an ISO time with a zone (e.g. Z), not {quote(when)}",
+            "as_of",
+        ) from None
     return ReadAccess(
         tenant_id=tenant,
         principals=tuple(sorted(set(principals))),

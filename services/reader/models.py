@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from govindex.core.inputs import PLAIN_TEXT, SINGLE_LINE
 from govindex.core.records import SLUG, ChunkKind, Principal, Slug
 
 Channel = Literal["bm25", "fulltext", "structured", "graph", "dense"]
@@ -17,23 +18,53 @@ Verdict = Literal["valid", "stale", "invalid", "tampered"]
 
 _WIRE = ConfigDict(frozen=True, extra="forbid")
 
+# What one request may carry. Every list and string a request holds is bounded, so the work
+# it asks for and any message about it stay small (DESIGN §5.9); a value past a bound, or
+# holding a control character, is a 400 naming the field.
+MAX_PRINCIPALS = 64
+MAX_ENTITIES = 32
+MAX_LABELS = 64
+MAX_SOURCES = 64
+MAX_RELATIONS = 32
+MAX_QUERY = 4000
+MAX_ITEMS = 200
+MAX_NEIGHBOURS = 2
+# A pack item pins its chunk, its parent and its neighbours on each side; a manifest pins
+# at most this many chunks, so every manifest a pack was built with can be verified.
+MAX_HYDRATED = 1 + 2 * MAX_NEIGHBOURS
+MAX_PINS = MAX_ITEMS * (1 + MAX_HYDRATED)
+MAX_INT = 2**63 - 1  # Postgres bigint
+
+# Principals and scopes: the pattern refuses whitespace, SINGLE_LINE the other controls.
+WirePrincipal = Annotated[Principal, SINGLE_LINE]
+# Chunk and version ids (32 hex digits today), content hashes, citation keys.
+Id = Annotated[str, Field(min_length=1, max_length=128), SINGLE_LINE]
+Entity = Annotated[str, Field(min_length=1, max_length=512), SINGLE_LINE]
+Label = Annotated[str, Field(min_length=1, max_length=256), SINGLE_LINE]
+Relation = Annotated[str, Field(min_length=1, max_length=128), SINGLE_LINE]
+Query = Annotated[str, Field(max_length=MAX_QUERY), PLAIN_TEXT]
+# `tenant/source/doc`: the same rule as a doc id (no C0 controls), which ingest enforces.
+DocKey = Annotated[
+    str, Field(min_length=1, max_length=2 * 128 + 2 + 1024, pattern=r"^[^\x00-\x1f]+$")
+]
+
 
 class Subject(BaseModel):
     """Who the pack is for: the principals it may see as, and the scopes it holds."""
 
     model_config = _WIRE
 
-    principals: list[Principal] = Field(min_length=1, max_length=64)
-    scopes: list[Principal] = Field(default_factory=list, max_length=64)
+    principals: list[WirePrincipal] = Field(min_length=1, max_length=MAX_PRINCIPALS)
+    scopes: list[WirePrincipal] = Field(default_factory=list, max_length=MAX_PRINCIPALS)
 
 
 class Filters(BaseModel):
     model_config = _WIRE
 
-    sources: list[Slug] = Field(default_factory=list, max_length=64)
-    kinds: list[ChunkKind] = Field(default_factory=list)
-    labels: list[str] = Field(default_factory=list, max_length=64)
-    path_prefix: str | None = Field(default=None, max_length=1024)
+    sources: list[Slug] = Field(default_factory=list, max_length=MAX_SOURCES)
+    kinds: list[ChunkKind] = Field(default_factory=list, max_length=len(ChunkKind))
+    labels: list[Label] = Field(default_factory=list, max_length=MAX_LABELS)
+    path_prefix: Annotated[str, Field(max_length=1024), SINGLE_LINE] | None = None
 
 
 class GraphSpec(BaseModel):
@@ -41,14 +72,14 @@ class GraphSpec(BaseModel):
 
     model_config = _WIRE
 
-    relations: list[str] = Field(default_factory=list, max_length=32)
+    relations: list[Relation] = Field(default_factory=list, max_length=MAX_RELATIONS)
     hops: int = Field(default=2, ge=0, le=2)
 
 
 class Hydration(BaseModel):
     model_config = _WIRE
 
-    neighbours: int = Field(default=1, ge=0, le=2)
+    neighbours: int = Field(default=1, ge=0, le=MAX_NEIGHBOURS)
     parent: bool = True
 
 
@@ -56,7 +87,7 @@ class Budget(BaseModel):
     model_config = _WIRE
 
     max_tokens: int = Field(default=4000, ge=1, le=200_000)
-    max_items: int = Field(default=20, ge=1, le=200)
+    max_items: int = Field(default=20, ge=1, le=MAX_ITEMS)
     max_per_document: int = Field(default=3, ge=1, le=200)
 
 
@@ -74,10 +105,12 @@ class SearchRequest(BaseModel):
     known_at: AwareDatetime | None = Field(
         default=None, description="system time: what the index held at this moment"
     )
-    query: str = Field(default="", max_length=4000)
-    entities: list[str] = Field(default_factory=list, max_length=32)
+    query: Query = ""
+    entities: list[Entity] = Field(default_factory=list, max_length=MAX_ENTITIES)
     filters: Filters = Field(default_factory=Filters)
-    channels: list[Channel] = Field(default_factory=lambda: list(CHANNELS), min_length=1)
+    channels: list[Channel] = Field(
+        default_factory=lambda: list(CHANNELS), min_length=1, max_length=len(CHANNELS)
+    )
     graph: GraphSpec = Field(default_factory=GraphSpec)
     window: int = Field(default=50, ge=1, le=500, description="candidates per channel")
     limit: int = Field(default=10, ge=1, le=200)
@@ -210,17 +243,18 @@ class Pin(BaseModel):
 
     model_config = _WIRE
 
-    chunk_id: str
-    doc: str = Field(description="tenant/source/doc")
-    version_id: str
-    sequence: int
-    source_version: str
-    content_hash: str
+    chunk_id: Id
+    doc: DocKey = Field(description="tenant/source/doc")
+    version_id: Id
+    sequence: int = Field(ge=0, le=MAX_INT)
+    # Stored as ingest took it (1 to 512 characters); Postgres text never holds a NUL.
+    source_version: str = Field(min_length=1, max_length=512, pattern=r"^[^\x00]+$")
+    content_hash: Id
 
 
 class ManifestItem(Pin):
-    key: str
-    hydrated: list[Pin]
+    key: Id
+    hydrated: list[Pin] = Field(max_length=MAX_HYDRATED)
 
 
 class Manifest(BaseModel):
@@ -229,17 +263,36 @@ class Manifest(BaseModel):
     model_config = _WIRE
 
     schema_version: Literal[1] = 1
-    tenant: str
+    tenant: Slug
     subject: Subject
-    purpose: str
-    query: str
-    entities: list[str]
-    as_of: datetime
-    known_at: datetime | None
+    purpose: Slug
+    query: Query
+    entities: list[Entity] = Field(max_length=MAX_ENTITIES)
+    # Aware: verification compares them with the chunks' own (aware) validity times.
+    as_of: AwareDatetime
+    known_at: AwareDatetime | None
     budget: Budget
-    index_generation: int | None
-    items: list[ManifestItem]
-    pack_hash: str = Field(description="sha256 of the canonical JSON of every other field")
+    index_generation: int | None = Field(ge=0, le=MAX_INT)
+    items: list[ManifestItem] = Field(
+        description=f"at most {MAX_ITEMS} items and {MAX_PINS} pins (items and hydrated) in all"
+    )
+    # Empty while the hash itself is being computed over the draft.
+    pack_hash: Annotated[str, Field(max_length=128), SINGLE_LINE] = Field(
+        description="sha256 of the canonical JSON of every other field"
+    )
+
+    @field_validator("items")
+    @classmethod
+    def _pins_bounded(cls, items: list[ManifestItem]) -> list[ManifestItem]:
+        pinned = len(items) + sum(len(i.hydrated) for i in items)
+        if pinned > MAX_PINS:
+            raise ValueError(
+                f"a manifest holds at most {MAX_PINS} pins (items and their hydrated chunks); "
+                f"this one holds {pinned}"
+            )
+        if len(items) > MAX_ITEMS:
+            raise ValueError(f"a manifest holds at most {MAX_ITEMS} items, not {len(items)}")
+        return items
 
 
 class Pack(BaseModel):
@@ -317,11 +370,13 @@ class DerivedArtifact(BaseModel):
     model_config = _WIRE
 
     tenant_id: Slug
-    kind: str = Field(min_length=1, max_length=64)
-    id: str = Field(min_length=1, max_length=512)
-    built_from: list[str] = Field(min_length=1, max_length=10_000)
-    location: str = Field(min_length=1, max_length=2048)
-    text: str | None = Field(default=None, max_length=1_000_000)
+    kind: Annotated[str, Field(min_length=1, max_length=64), SINGLE_LINE]
+    id: Annotated[str, Field(min_length=1, max_length=512), SINGLE_LINE]
+    built_from: list[DocKey] = Field(
+        min_length=1, max_length=10_000, description="chunk ids or tenant/source/doc keys"
+    )
+    location: Annotated[str, Field(min_length=1, max_length=2048), SINGLE_LINE]
+    text: Annotated[str, Field(max_length=1_000_000), PLAIN_TEXT] | None = None
 
 
 READ_MODELS["read.lineage.request"] = DerivedArtifact

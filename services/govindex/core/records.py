@@ -18,13 +18,17 @@ from pydantic import (
     model_validator,
 )
 
+from govindex.core.inputs import has_control, quote
 from govindex.core.paths import check_patterns
 
 # Identifiers end up in Kafka keys (`tenant/source/doc`), index ids and URLs: no slashes in
 # tenant and source ids, no control characters anywhere.
 SLUG = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 Slug = Annotated[str, Field(pattern=SLUG)]
-Principal = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[^\s,]+$")]
+# No whitespace, commas or control characters (NUL would reach Postgres text and fail there).
+Principal = Annotated[
+    str, Field(min_length=1, max_length=256, pattern=r"^[^\s,\x00-\x1f\x7f-\x9f]+$")
+]
 
 
 class DeletionMode(StrEnum):
@@ -59,6 +63,59 @@ INCLUDE_HELP = "documents: .gitignore-style patterns; `*.md` matches at any dept
 EXCLUDE_HELP = "left out: .gitignore-style patterns"
 
 
+# What git reads as `<transport>::<address>` (a remote helper: `ext::` runs a command) and as
+# `<scheme>://`; see git's transport.c and connect.c.
+_HELPER = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)::")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://([^/]*)")
+_SCHEMES = ("https", "ssh", "git+ssh", "ssh+git", "git", "file")
+_SCP_LIKE = re.compile(
+    r"^(?:[A-Za-z0-9_][A-Za-z0-9._~+-]*@)?([A-Za-z0-9_][A-Za-z0-9._-]*|\[[0-9A-Fa-f:.]+\]):."
+)
+ACCEPTED_REMOTES = "https://, ssh://, git://, file://, user@host:path or a local path"
+
+
+def check_remote_url(value: str) -> str:
+    """A git remote that git can only read as a repository address over a plain transport.
+
+    Refused: anything git would read as an option (a leading `-`), remote helpers
+    (`ext::`, `fd::`, ...: they run programs), transports other than those in
+    `ACCEPTED_REMOTES` (plain http sends content and credentials in the clear), a host
+    or user starting with `-` (ssh would read it as an option) and control characters.
+    """
+    if value.startswith("-"):
+        raise ValueError(
+            "remote_url must not start with '-': git would read it as an option; "
+            f"give {ACCEPTED_REMOTES} (./-name for a local folder named so)"
+        )
+    if has_control(value):
+        raise ValueError("remote_url must not contain control characters or line breaks")
+    if helper := _HELPER.match(value):
+        raise ValueError(
+            f"remote_url uses the transport {quote(helper.group(1) + '::')}, which is refused "
+            f"(remote helpers run programs); give {ACCEPTED_REMOTES}"
+        )
+    if url := _SCHEME.match(value):
+        scheme, authority = url.group(1), url.group(2)
+        if scheme not in _SCHEMES:
+            hint = "; use https://" if scheme == "http" else ""
+            raise ValueError(
+                f"remote_url uses the transport {quote(scheme + '://')}, which is refused"
+                f"{hint}; give {ACCEPTED_REMOTES}"
+            )
+        user, _, host = authority.rpartition("@")
+        if host.startswith("-") or user.startswith("-"):
+            raise ValueError("remote_url's host or user must not start with '-'")
+        return value
+    colon, slash = value.find(":"), value.find("/")
+    if colon != -1 and (slash == -1 or colon < slash) and not _SCP_LIKE.match(value):
+        # git reads `host:path` (a colon before any slash) as ssh to that host
+        raise ValueError(
+            "remote_url looks like an scp-like address but is not user@host:path "
+            f"(a host or user starting with '-' is refused); give {ACCEPTED_REMOTES}"
+        )
+    return value
+
+
 class GitSettings(BaseModel):
     """Where a git source lives and which pushes count (webhooks, reconcile)."""
 
@@ -77,6 +134,11 @@ class GitSettings(BaseModel):
         pattern=r"^[A-Z_][A-Z0-9_]*$",
         description="name of the environment variable holding the webhook secret",
     )
+
+    @field_validator("remote_url")
+    @classmethod
+    def _remote_url_is_a_plain_transport(cls, value: str) -> str:
+        return check_remote_url(value)
 
 
 class FolderSettings(BaseModel):

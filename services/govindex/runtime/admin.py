@@ -11,9 +11,10 @@
 
 The same jobs as the CLI, with the same arguments, recorded in the same table; a job
 started here runs in this process (a task), and `govindex jobs resume` takes it over if
-this process dies. No token or a wrong one: 401. A malformed request: 400 naming the field.
-A job that cannot do what is asked (wrong state, unknown id): 409 or 404 with the reason.
-Serve it on an internal network only.
+this process dies. No token or a wrong one: 401. A malformed request: 400 naming the field;
+types are strict, so `"execute": "yes"` (or 1, or "true") is refused and nothing starts. A
+body over 64 KiB: 413. A job that cannot do what is asked (wrong state, unknown id): 409 or
+404 with the reason. Serve it on an internal network only.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from typing import Annotated, Any
 
 import structlog
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from govindex.core.errors import GovindexError, TransientError
+from govindex.core.inputs import has_control, quote
 from govindex.core.jobs import Job, JobError, JobState
 from govindex.runtime.composition import Runtime
 from govindex.runtime.job_requests import JobRequest
@@ -37,20 +39,29 @@ from govindex.runtime.listener import Listener
 log = structlog.get_logger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 OPERATOR_HEADER = "X-Govindex-Operator"
+BODY_MAX = 64 * 1024  # a job request is a few hundred bytes
+_READ_CHUNK = 16 * 1024
+MAX_RATE = 1_000_000.0  # items per second; also keeps inf (JSON 1e400) out
+MAX_ID = 2**63 - 1  # job ids are Postgres bigints
+
+# Items per second, bounded; JSON numbers only (strict), an integer is a rate too.
+Rate = Annotated[float, Field(gt=0, le=MAX_RATE)]
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Strict: whether a job acts for real is decided by a JSON `true`, never by "yes", "1"
+    # or 1 (the job models below are validated strictly too: see `_body`).
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
 class StartJob(_Request):
     job: Annotated[JobRequest, Field(discriminator="kind")]
-    execute: bool = False
-    rate: float | None = Field(default=None, gt=0)
+    execute: StrictBool = False
+    rate: Rate | None = None
 
 
 class SetRate(_Request):
-    rate: float | None = Field(gt=0)
+    rate: Rate | None
 
 
 class _Refusal(Exception):
@@ -64,16 +75,59 @@ def _job(job: Job, status: int = 200) -> web.Response:
     return web.json_response(job.model_dump(mode="json"), status=status)
 
 
+async def _read(request: web.Request) -> bytes:
+    too_large = _Refusal(413, "too_large", f"the body is larger than {BODY_MAX} bytes")
+    if request.content_length is not None and request.content_length > BODY_MAX:
+        raise too_large
+    body = bytearray()
+    while chunk := await request.content.read(_READ_CHUNK):
+        body += chunk
+        if len(body) > BODY_MAX:
+            raise too_large
+    return bytes(body)
+
+
 async def _body(request: web.Request, model: type[BaseModel]) -> Any:
-    raw = await request.read()
+    raw = await _read(request)
     try:
-        return model.model_validate_json(raw)
+        # strict=True here reaches the nested job models, whose own config stays lax for the
+        # CLI (it builds them from Python values, datetimes as ISO strings among them).
+        return model.model_validate_json(raw, strict=True)
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
+        first = exc.errors(include_url=False, include_context=False, include_input=False)[0]
         where = ".".join(str(p) for p in first["loc"]) or None
-        raise _Refusal(400, "bad_request", first["msg"], where) from None
+        reason = first["msg"]
+        if first["type"] == "model_type" and not first["loc"]:
+            reason = "the body must be a JSON object"
+        raise _Refusal(400, "bad_request", reason, where) from None
     except (ValueError, RecursionError):
         raise _Refusal(400, "bad_request", "the body is not valid JSON") from None
+
+
+def _number(raw: str, name: str, low: int, high: int) -> int:
+    """A decimal number in [low, high] from a path or query parameter; 400 naming it if not.
+    ASCII digits only: `str.isdigit` also says yes to "²", which `int` refuses."""
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 19 and low <= int(raw) <= high):
+        raise _Refusal(400, "bad_request", f"{name} is a number from {low} to {high}", name)
+    return int(raw)
+
+
+def _line(raw: str, name: str, limit: int = 128) -> str:
+    """A name from a header or the query string: one line of text, bounded. Header bytes
+    that are not UTF-8 arrive as lone surrogates, which no UTF-8 column can hold."""
+    if not 1 <= len(raw) <= limit or has_control(raw) or not _utf8(raw):
+        raise _Refusal(
+            400, "bad_request", f"one line of 1 to {limit} characters, not {quote(raw)}", name
+        )
+    return raw
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _guard(token: str) -> Any:
@@ -84,8 +138,9 @@ def _guard(token: str) -> Any:
         try:
             if request.path != "/healthz":
                 scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+                # surrogateescape: header bytes that are not UTF-8 compare as the bytes they are
                 if scheme.lower() != "bearer" or not hmac.compare_digest(
-                    given.strip().encode(), expected
+                    given.strip().encode(errors="surrogateescape"), expected
                 ):
                     raise _Refusal(401, "unauthorized", "send Authorization: Bearer <admin token>")
             return await handler(request)
@@ -107,10 +162,7 @@ def _guard(token: str) -> Any:
 
 def build_admin_app(rt: Runtime, token: str, tasks: set[asyncio.Task[Job]]) -> web.Application:
     def job_id(request: web.Request) -> int:
-        raw = request.match_info["job_id"]
-        if not raw.isdigit():
-            raise _Refusal(400, "bad_request", "a job id is a number", "job_id")
-        return int(raw)
+        return _number(request.match_info["job_id"], "job_id", 0, MAX_ID)
 
     async def existing(request: web.Request) -> Job:
         found = await rt.jobs.get(job_id(request))
@@ -123,10 +175,9 @@ def build_admin_app(rt: Runtime, token: str, tasks: set[asyncio.Task[Job]]) -> w
         task.add_done_callback(_finished(tasks))
 
     async def jobs(request: web.Request) -> web.Response:
-        raw = request.query.get("limit", "20")
-        if not raw.isdigit() or not 1 <= int(raw) <= 1000:
-            raise _Refusal(400, "bad_request", "limit is a number from 1 to 1000", "limit")
-        found = await rt.jobs.recent(int(raw), request.query.get("kind"))
+        limit = _number(request.query.get("limit", "20"), "limit", 1, 1000)
+        kind = request.query.get("kind")
+        found = await rt.jobs.recent(limit, None if kind is None else _line(kind, "kind", 64))
         return web.json_response([j.model_dump(mode="json") for j in found])
 
     async def show(request: web.Request) -> web.Response:
@@ -137,9 +188,9 @@ def build_admin_app(rt: Runtime, token: str, tasks: set[asyncio.Task[Job]]) -> w
         return web.json_response([vars(x) for x in await rt.jobs.items(job.id)])
 
     async def start(request: web.Request) -> web.Response:
+        operator = _line(request.headers.get(OPERATOR_HEADER) or "admin-api", OPERATOR_HEADER)
         body: StartJob = await _body(request, StartJob)
         args = await body.job.args(rt)
-        operator = request.headers.get(OPERATOR_HEADER) or "admin-api"
         job, task = await launch_job(
             rt,
             body.job.kind,

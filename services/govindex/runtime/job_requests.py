@@ -1,16 +1,53 @@
 """What each kind of job takes: one pydantic model per kind, read from the admin API's JSON
-and built by the CLI's options, and the arguments its runner reads, worked out from it."""
+and built by the CLI's options, and the arguments its runner reads, worked out from it.
+
+Every name is one bounded line and every number bounded; the booleans and numbers that decide
+what a job does are strict (`StrictBool`, `StrictInt`), so a "yes" or a "1" never becomes
+true or a count. The admin API validates these from JSON with `strict=True` besides.
+"""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    model_validator,
+)
 
+from govindex.core.inputs import SINGLE_LINE
 from govindex.core.jobs import JobError
-from govindex.core.records import Patterns
+from govindex.core.paths import check_patterns
 from govindex.runtime.composition import Runtime
+
+INT32 = 2**31 - 1  # Kafka partitions, index generations (Postgres integer)
+INT64 = 2**63 - 1  # Kafka offsets
+
+# Source ids, consumer groups, topics (Kafka allows 249 characters), reasons, consumers.
+Name = Annotated[str, Field(min_length=1, max_length=255), SINGLE_LINE]
+# Which documents: .gitignore-style patterns over doc ids, refused if pathspec would.
+DocPatterns = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=1024), SINGLE_LINE]],
+    Field(max_length=1000),
+    AfterValidator(check_patterns),
+]
+
+
+def _true(value: bool) -> bool:
+    if not value:
+        raise ValueError("give true, or leave it out")
+    return value
+
+
+# A flag that is there (true) or absent: `Literal[True]` would take 1 for true.
+Flag = Annotated[StrictBool, AfterValidator(_true)]
 
 
 class _Request(BaseModel):
@@ -27,11 +64,13 @@ class _Request(BaseModel):
 
 class ReplayJob(_Request):
     kind: Literal["replay"]
-    source: str
+    source: Name
     since: AwareDatetime = Field(alias="from")
     until: AwareDatetime | None = Field(default=None, alias="to")
-    docs: Patterns = Field(default_factory=list)
-    types: list[Literal["created", "updated", "deleted"]] = Field(default_factory=list)
+    docs: DocPatterns = Field(default_factory=list)
+    types: list[Literal["created", "updated", "deleted"]] = Field(
+        default_factory=list, max_length=16
+    )
 
     async def _args(self, rt: Runtime) -> dict[str, Any]:
         manifest = await rt.registry.find(self.source)
@@ -50,10 +89,10 @@ class ReplayJob(_Request):
 
 class RedriveJob(_Request):
     kind: Literal["dlq-redrive"]
-    reason: str | None = None
-    consumer: str | None = None
+    reason: Name | None = None
+    consumer: Name | None = None
     since: AwareDatetime | None = None
-    max: int | None = Field(default=None, ge=1)
+    max: StrictInt | None = Field(default=None, ge=1, le=INT32)
 
     async def _args(self, rt: Runtime) -> dict[str, Any]:
         return {
@@ -66,10 +105,10 @@ class RedriveJob(_Request):
 
 class ResetTarget(_Request):
     datetime: AwareDatetime | None = None
-    offset: int | None = Field(default=None, ge=0)
-    shift_by: int | None = None
-    earliest: Literal[True] | None = None
-    latest: Literal[True] | None = None
+    offset: StrictInt | None = Field(default=None, ge=0, le=INT64)
+    shift_by: StrictInt | None = Field(default=None, ge=-INT64, le=INT64)
+    earliest: Flag | None = None
+    latest: Flag | None = None
 
     @model_validator(mode="after")
     def _one(self) -> ResetTarget:
@@ -80,9 +119,9 @@ class ResetTarget(_Request):
 
 class ResetJob(_Request):
     kind: Literal["offsets-reset"]
-    group: str
-    topic: str
-    partition: int | None = Field(default=None, ge=0)
+    group: Name
+    topic: Name
+    partition: StrictInt | None = Field(default=None, ge=0, le=INT32)
     to: ResetTarget
 
     async def _args(self, rt: Runtime) -> dict[str, Any]:
@@ -101,8 +140,8 @@ class ResetJob(_Request):
 class ReindexJob(_Request):
     kind: Literal["reindex"]
     mode: Literal["build", "verify", "switch"] = "build"
-    generation: int | None = Field(default=None, ge=1)
-    switch: bool = True
+    generation: StrictInt | None = Field(default=None, ge=1, le=INT32)
+    switch: StrictBool = True
 
     @model_validator(mode="after")
     def _generation(self) -> ReindexJob:
@@ -120,8 +159,8 @@ class ReindexJob(_Request):
 
 class BackfillJob(_Request):
     kind: Literal["backfill"]
-    source: str
-    docs: Patterns = Field(default_factory=list)
+    source: Name
+    docs: DocPatterns = Field(default_factory=list)
 
     async def _args(self, rt: Runtime) -> dict[str, Any]:
         manifest = await rt.registry.find(self.source)
