@@ -1,8 +1,9 @@
 """The webhook receiver: POST /webhooks/github and /webhooks/gitlab.
 
-A push is verified against its source's secret, recognised if redelivered, then the source
-is synchronised from its local mirror: fetch, then diff the branch head against what was
-last emitted. The branch head (not the payload's `after`) is what gets ingested, so
+A delivery is verified against its source's secret before its payload is read (beyond the
+repository's name, which selects the secret); a push is recognised if redelivered, then the
+source is synchronised from its local mirror: fetch, then diff the branch head against what
+was last emitted. The branch head (not the payload's `after`) is what gets ingested, so
 deliveries that arrive out of order still converge, force pushes reconcile the whole tree
 and renames become delete + create. The payload's file lists are never used.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -20,6 +22,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
+from govindex.core.inputs import has_control, quote
 from govindex.core.ports import (
     ConnectorState,
     Deliveries,
@@ -37,9 +40,24 @@ from ingest.handlers import (
 from ingest.mirror import GitMirror
 from ingest.reconcile import Drift, SourceView, reconcile, sync
 from ingest.sources import GitSnapshot, SourceFile
-from ingest.webhooks import Provider, WebhookRefused, event_kind, is_push, parse_push, verify
+from ingest.webhooks import (
+    REPOSITORY_FIELD,
+    Provider,
+    WebhookRefused,
+    event_kind,
+    is_ping,
+    is_push,
+    parse_push,
+    refusal,
+    repository_of,
+    signed_with,
+)
 
 log = structlog.get_logger(__name__)
+
+# What GitHub documents as its own cap on a delivery's payload (GitLab's are smaller); a
+# bigger body is refused (413) before any of it is parsed.
+MAX_BODY_BYTES = 25 * 1024 * 1024
 
 
 class EmptySnapshot:
@@ -122,26 +140,48 @@ async def reconcile_source(
 async def handle_delivery(
     provider: Provider, body: bytes, headers: Mapping[str, str], ports: ReceiverPorts
 ) -> tuple[int, dict[str, Any]]:
-    """What to answer a delivery; never logs the body (it may carry private content)."""
-    if not is_push(provider, headers):
-        kind = event_kind(provider, headers) or "(none)"
-        return 202, {"ignored": f"{provider} event {kind!r} is not indexed; only pushes are"}
-    push = parse_push(provider, body, headers)
-    where = {"provider": provider, "delivery": push.delivery_id, "repository": push.repository}
-    manifests = await ports.sources.find_by_repository(push.repository)
-    if not manifests:
-        log.info("webhook.ignored", **where, reason="unknown repository")
-        return 202, {"ignored": f"repository {push.repository!r} is not a registered source"}
-    verified = [m for m in manifests if _verifies(provider, m, body, headers)]
+    """What to answer a delivery; never logs the body (it may carry private content).
+
+    The signature is checked before the payload is read beyond its repository's name. Every
+    delivery that does not verify, for a registered repository or not, gets the same
+    `refusal`; only the log says why.
+    """
+    repository = repository_of(provider, body)
+    if repository is None:
+        raise WebhookRefused(
+            400,
+            f"the payload names no repository ({REPOSITORY_FIELD[provider]} is not a string), "
+            "so there is no webhook secret to check it with",
+        )
+    kind = event_kind(provider, headers)
+    where = {"provider": provider, "repository": quote(repository), "kind": quote(kind)}
+    # A name with control characters (NUL, which Postgres text refuses, among them) cannot
+    # be registered: it is unknown, and refused like any other unknown name.
+    known = not has_control(repository)
+    manifests = await ports.sources.find_by_repository(repository) if known else []
+    verified = _verified(provider, manifests, body, headers)
     if not verified:
-        log.warning("webhook.refused", **where, reason="signature")
-        raise WebhookRefused(401, "signature does not match the source's webhook secret")
+        reason = "unknown repository" if not manifests else "signature does not match"
+        log.warning("webhook.refused", **where, reason=reason)
+        raise refusal(provider)
+    if is_ping(provider, headers):
+        log.info("webhook.ping", **where, sources=[m.source_id for m in verified])
+        return 200, {
+            "ok": f"secret OK for repository {quote(repository)}",
+            "sources": [m.source_id for m in verified],
+        }
+    if not is_push(provider, headers):
+        return 202, {
+            "ignored": f"{provider} event {quote(kind or '(none)')} is not indexed; only pushes are"
+        }
+    push = parse_push(provider, body, headers)
+    where["delivery"] = push.delivery_id
     targets = [m for m in verified if m.git and m.git.branch == push.branch and m.enabled]
     if not targets:
-        log.info("webhook.ignored", **where, branch=push.branch, reason="branch not indexed")
+        branch = quote(push.branch) if push.branch is not None else "not a branch"
+        log.info("webhook.ignored", **where, branch=branch, reason="branch not indexed")
         return 202, {
-            "ignored": f"ref of the push ({push.branch or 'not a branch'}) is not "
-            "the indexed branch of any enabled source"
+            "ignored": f"ref of the push ({branch}) is not the indexed branch of any enabled source"
         }
     if await ports.deliveries.seen(provider, push.delivery_id):
         return 200, {"duplicate": push.delivery_id}
@@ -173,9 +213,27 @@ def _summary(report: IngestReport) -> dict[str, Any]:
     }
 
 
-def _verifies(
-    provider: Provider, manifest: SourceManifest, body: bytes, headers: Mapping[str, str]
-) -> bool:
+def _verified(
+    provider: Provider,
+    manifests: Sequence[SourceManifest],
+    body: bytes,
+    headers: Mapping[str, str],
+) -> list[SourceManifest]:
+    """The sources of the repository whose webhook secret the delivery is signed with."""
+    verified = []
+    # With no source, or a source with no secret set, the signature is still checked, against
+    # a throwaway secret: the same work either way, so not even the time taken tells an
+    # unknown repository from a registered one.
+    candidates: list[SourceManifest | None] = [*manifests] or [None]
+    for manifest in candidates:
+        secret = _secret(manifest) if manifest is not None else None
+        signed = signed_with(provider, secret or secrets.token_hex(32), body, headers)
+        if manifest is not None and secret and signed:
+            verified.append(manifest)
+    return verified
+
+
+def _secret(manifest: SourceManifest) -> str | None:
     name = manifest.git.webhook_secret_env if manifest.git else None
     secret = os.environ.get(name) if name else None
     if not secret:
@@ -185,18 +243,19 @@ def _verifies(
             env=name,
             hint="set the environment variable named by git.webhook_secret_env",
         )
-        return False
-    try:
-        verify(provider, secret, body, headers)
-    except WebhookRefused:
-        return False
-    return True
+    return secret or None
 
 
 def build_app(ports: ReceiverPorts) -> web.Application:
     async def receive(request: web.Request) -> web.Response:
         provider: Provider = request.match_info["provider"]  # type: ignore[assignment]
-        body = await request.read()
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return web.json_response(
+                {"error": f"body is over the {MAX_BODY_BYTES}-byte limit of a delivery"},
+                status=413,
+            )
         try:
             status, payload = await handle_delivery(provider, body, request.headers, ports)
         except WebhookRefused as refused:
@@ -206,7 +265,7 @@ def build_app(ports: ReceiverPorts) -> web.Application:
     async def health(_: web.Request) -> web.Response:
         return web.json_response({"ok": True})
 
-    app = web.Application(client_max_size=25 * 1024 * 1024)
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
     app.router.add_post("/webhooks/{provider:github|gitlab}", receive)
     app.router.add_get("/healthz", health)
     return app

@@ -55,7 +55,10 @@ class GitSnapshot:
         self.repo = repo
         if not (repo / ".git").exists() and not (repo / "HEAD").exists():
             raise SourceReadError(f"{repo} is not a git repository (no .git found)")
-        self.sha = self._git("rev-parse", "--verify", f"{rev}^{{commit}}").strip()
+        # The revision after --end-of-options: whatever it is, git never reads it as an option.
+        self.sha = self._git(
+            "rev-parse", "--verify", "--end-of-options", f"{rev}^{{commit}}"
+        ).strip()
         stamp = self._git("show", "-s", "--format=%ct", self.sha).strip()
         self.committed_at = datetime.fromtimestamp(int(stamp), UTC)
 

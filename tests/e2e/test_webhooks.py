@@ -202,11 +202,13 @@ async def test_bad_signatures_unknown_repositories_and_other_events(
     assert status == 401 and "signature" in body["error"]
     status, body = await deliver(url, "gitlab", gitlab_push(repo, ZERO, head), secret="")
     assert status == 401
+    # An unknown repository is answered as a bad signature is, never named as unregistered.
     status, body = await deliver(url, "github", github_push("acme/elsewhere", ZERO, head))
-    assert status == 202 and "not a registered source" in body["ignored"]
+    assert status == 401 and "signature" in body["error"]
     status, body = await deliver(url, "github", github_push(repo, ZERO, head, "refs/heads/dev"))
     assert status == 202 and "indexed branch" in body["ignored"]
-    status, body = await deliver(url, "github", {"zen": "hi"}, event="ping")
+    issue = {"action": "opened", "repository": {"full_name": repo}}
+    status, body = await deliver(url, "github", issue, event="issues")
     assert status == 202 and "only pushes" in body["ignored"]
     status, body = await deliver(url, "github", {"ref": "refs/heads/main"})
     assert status == 400
