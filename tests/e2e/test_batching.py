@@ -193,7 +193,8 @@ async def test_postgres_dropping_every_connection_mid_load_is_waited_out(
     p = idle_pipeline
     assert p.settings.pg_dsn
     url = urlparse(p.settings.pg_dsn)
-    dsn = url._replace(netloc=f"{url.username}@127.0.0.1:{pg_proxy.port}").geturl()
+    netloc = f"{url.username}:{url.password}@127.0.0.1:{pg_proxy.port}"
+    dsn = url._replace(netloc=netloc).geturl()
     async with Runtime(p.settings.model_copy(update={"pg_dsn": dsn})) as rt:
         workers = Workers(rt, run=("indexer",))
         await workers.start()

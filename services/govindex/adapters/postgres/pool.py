@@ -59,10 +59,11 @@ def open_pool(dsn: str, *, min_size: int = 1, max_size: int = 8) -> AsyncConnect
     return AsyncConnectionPool(dsn, min_size=min_size, max_size=max_size, open=False)
 
 
-def create_database(port: int, name: str, timeout: float = 30.0) -> str:
+def create_database(port: int, name: str, *, password: str, timeout: float = 30.0) -> str:
     """Wait for a local server on `port` to accept connections, create database `name` if it
-    is missing, and return its DSN (the embedded stack's start-up)."""
-    admin = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    is missing, and return its DSN, password included (the embedded stack's start-up)."""
+    user = f"postgres:{password}"
+    admin = f"postgresql://{user}@127.0.0.1:{port}/postgres"
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -72,8 +73,15 @@ def create_database(port: int, name: str, timeout: float = 30.0) -> str:
                 ).fetchone()
                 if not exists:
                     conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-            return f"postgresql://postgres@127.0.0.1:{port}/{name}"
+            return f"postgresql://{user}@127.0.0.1:{port}/{name}"
         except psycopg.OperationalError:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
+
+
+def set_superuser_password(port: int, password: str) -> None:
+    """Give a local cluster made before passwords (trust) its superuser's password."""
+    admin = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    with psycopg.connect(admin, connect_timeout=10, autocommit=True) as conn:
+        conn.execute(sql.SQL("ALTER ROLE postgres PASSWORD {}").format(sql.Literal(password)))
