@@ -13,7 +13,7 @@ from typing import Any
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker, KafkaMessage
 
-from govindex.adapters.kafka_lanes import delivery_of
+from govindex.adapters.kafka_lanes import RewindOnce, delivery_of
 from govindex.core.envelope import Delivery
 
 OnDelivery = Callable[[Delivery], Awaitable[None]]
@@ -31,19 +31,31 @@ async def _keep_raw(message: Any) -> None:
 
 
 def subscribe(
-    broker: KafkaBroker, *, topic: str, group_id: str, name: str, on_delivery: OnDelivery
+    broker: KafkaBroker,
+    *,
+    topic: str,
+    group_id: str,
+    name: str,
+    on_delivery: OnDelivery,
+    rewind: bool = False,
 ) -> None:
-    """Register a subscriber that hands every record of `topic` to `on_delivery`."""
+    """Register a subscriber that hands every record of `topic` to `on_delivery`;
+    `rewind`: its first partitions are read from their beginning (see `RewindOnce`)."""
 
     async def on_record(body: Any, msg: KafkaMessage) -> None:
         record: Any = msg.raw_message  # aiokafka ConsumerRecord (one record, not a batch)
         await on_delivery(delivery_of(record))
 
     on_record.__name__ = f"on_{name}_record"
-    broker.subscriber(
+    subscribers: list[Any] = []  # the subscriber builds its consumer when the broker starts
+    listener = RewindOnce(lambda: subscribers[0].consumer) if rewind else None
+    subscriber = broker.subscriber(
         topic,
         group_id=group_id,
         ack_policy=AckPolicy.NACK_ON_ERROR,
         auto_offset_reset="earliest",
         decoder=_keep_raw,
-    )(on_record)
+        listener=listener,
+    )
+    subscribers.append(subscriber)
+    subscriber(on_record)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import structlog
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import NewTopic
+from kafka.admin import NewPartitions, NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from govindex.core.envelope import KafkaRecord, TopicRecord
@@ -42,6 +42,84 @@ def ensure_topics(bootstrap: str, topics: Iterable[str], partitions: int) -> lis
         return missing
     finally:
         admin.close()
+
+
+@dataclass(frozen=True)
+class TopicState:
+    """What the broker holds of one topic: its id (None: missing) and partition count."""
+
+    topic_id: str | None
+    partitions: int
+
+
+class TopicKeeper:
+    """Checks that topics exist with their partitions, and puts back what a broker lost.
+
+    A broker that lost its log (the embedded one restarted, a cluster rebuilt) lists a topic
+    as missing, or with no partitions, or under a new topic id once a client re-created it
+    by auto-creation. Repairs only ever add: a missing topic is created and a topic with
+    fewer partitions than wanted grows; nothing is deleted (an operator may have given a
+    topic more partitions on purpose). A blocking client: call it from a thread.
+    """
+
+    def __init__(self, bootstrap: str) -> None:
+        self._bootstrap = bootstrap
+        self._admin: KafkaAdminClient | None = None
+
+    def _client(self) -> KafkaAdminClient:
+        if self._admin is None:
+            try:
+                self._admin = KafkaAdminClient(
+                    bootstrap_servers=self._bootstrap,
+                    client_id="govindex-topics",
+                    request_timeout_ms=10_000,
+                )
+            except KafkaError as exc:
+                raise TransientError(f"cannot reach Kafka at {self._bootstrap}: {exc}") from exc
+        return self._admin
+
+    def states(self, topics: Iterable[str]) -> dict[str, TopicState]:
+        names = list(topics)
+        try:
+            found = self._client().describe_topics(names)
+        except KafkaError as exc:
+            self.close()  # a fresh client next time: the broker may be a new process
+            raise TransientError(f"cannot describe topics on {self._bootstrap}: {exc}") from exc
+        states = {name: TopicState(None, 0) for name in names}
+        for entry in found:
+            if entry.get("error_code", 0) == 0 and entry["name"] in states:
+                states[entry["name"]] = TopicState(
+                    entry.get("topic_id"), len(entry.get("partitions") or [])
+                )
+        return states
+
+    def repair(self, wanted: Mapping[str, int], states: Mapping[str, TopicState]) -> list[str]:
+        """Create the missing topics and grow the short ones; return the names changed."""
+        admin = self._client()
+        missing = [n for n in wanted if states[n].topic_id is None or not states[n].partitions]
+        short = {
+            n: NewPartitions(wanted[n])
+            for n in wanted
+            if n not in missing and states[n].partitions < wanted[n]
+        }
+        try:
+            if missing:
+                with contextlib.suppress(TopicAlreadyExistsError):
+                    admin.create_topics(
+                        [NewTopic(n, wanted[n], 1) for n in missing], timeout_ms=10_000
+                    )
+            if short:
+                admin.create_partitions(short, timeout_ms=10_000)
+        except KafkaError as exc:
+            self.close()
+            raise TransientError(f"cannot repair topics on {self._bootstrap}: {exc}") from exc
+        return [*missing, *short]
+
+    def close(self) -> None:
+        if self._admin is not None:
+            with contextlib.suppress(Exception):
+                self._admin.close()
+            self._admin = None
 
 
 class KafkaEventPublisher:

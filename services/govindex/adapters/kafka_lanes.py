@@ -69,7 +69,10 @@ class PartitionLanes:
         client_id: str,
         on_batch: OnBatch,
         policy: LanePolicy,
+        rewind: bool = False,
     ) -> None:
+        """`rewind`: read the first partitions assigned from their beginning, whatever the
+        group committed (after the broker lost its log: see `RewindOnce`)."""
         self._topic = topic
         self._group = group_id
         self._on_batch = on_batch
@@ -77,6 +80,7 @@ class PartitionLanes:
         self._lanes: dict[TopicPartition, _Lane] = {}
         self._fetcher: asyncio.Task[None] | None = None
         self._stopping = False
+        self._rewind = rewind
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=bootstrap,
             group_id=group_id,
@@ -91,7 +95,8 @@ class PartitionLanes:
         return sorted(tp.partition for tp in self._lanes)
 
     async def start(self) -> None:
-        self._consumer.subscribe([self._topic], listener=_Listener(self))
+        rewind = RewindOnce(lambda: self._consumer) if self._rewind else None
+        self._consumer.subscribe([self._topic], listener=_Listener(self, rewind))
         try:
             await self._consumer.start()
         except KafkaError as exc:
@@ -222,14 +227,42 @@ class PartitionLanes:
             )
 
 
+class RewindOnce(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Seeks the partitions of a consumer's first assignment to their beginning.
+
+    After a broker lost its log, the group's committed offsets are worthless: consumers of
+    the lost log may even have committed their old positions into the new one, far past its
+    end, and a consumer starting there would skip every record before them. A consumer
+    started after the loss reads the new log from its start instead (re-reads are no-ops:
+    the order guard). Later assignments use the commits, as always.
+    """
+
+    def __init__(self, consumer: Callable[[], Any]) -> None:
+        self._consumer = consumer  # the consumer is built after its listener
+        self._done = False
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        return None
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        if self._done or not assigned:
+            return
+        self._done = True
+        await self._consumer().seek_to_beginning(*assigned)
+        log.warning("lanes.rewound", partitions=sorted(tp.partition for tp in assigned))
+
+
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, lanes: PartitionLanes) -> None:
+    def __init__(self, lanes: PartitionLanes, rewind: RewindOnce | None) -> None:
         self._lanes = lanes
+        self._rewind = rewind
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         await self._lanes._drain(list(revoked))
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        if self._rewind is not None:
+            await self._rewind.on_partitions_assigned(assigned)
         for tp in sorted(assigned):
             self._lanes._open(tp)
 

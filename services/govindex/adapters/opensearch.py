@@ -220,6 +220,23 @@ class OpenSearchIndex:
             raise _translate(exc, "index creation") from exc
         return name
 
+    async def restore_alias(self, generation: int) -> None:
+        """After the server lost its indexes: the live generation's index and the alias back.
+
+        A write sent to the alias while it was missing made an index of the alias's own name
+        (with guessed mappings), which stops the alias being created: it goes, as what it
+        holds is a copy of Postgres that the rebuild writes again.
+        """
+        try:
+            if not await self._client.indices.exists_alias(name=self.alias) and (
+                await self._client.indices.exists(index=self.alias)
+            ):
+                await self._client.indices.delete(index=self.alias)
+        except Exception as exc:
+            raise _translate(exc, "stray index removal") from exc
+        await self.create_generation(generation)
+        await self.point_alias(generation)
+
     async def point_alias(self, generation: int) -> None:
         """Atomically make `generation` the one the alias serves."""
         name = self.index_name(generation)

@@ -25,6 +25,11 @@ from govindex.core.errors import GovindexError
 STALE_AFTER_S = 30.0
 
 
+# Who a job started by a worker process itself is recorded as requested by (the rebuild of
+# an index the OpenSearch server lost).
+SELF_HEAL = "govindex self-heal"
+
+
 class JobState(StrEnum):
     RUNNING = "running"
     PAUSED = "paused"

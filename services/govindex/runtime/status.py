@@ -8,7 +8,7 @@ from govindex.adapters.kafka import OffsetReader
 from govindex.adapters.opensearch import OpenSearchIndex
 from govindex.adapters.postgres.inspect import postgres_summary
 from govindex.adapters.redis_cache import redis_version
-from govindex.core.settings import Settings
+from govindex.core.settings import Settings, read_stack_file, redact
 
 
 async def collect_status(settings: Settings) -> dict[str, Any]:
@@ -20,12 +20,25 @@ async def collect_status(settings: Settings) -> dict[str, Any]:
         "pending_purges": [],
         "outbox_pending": None,
         "pending_events": [],
+        "healing": [],
+        "rebuilds": [],
     }
     servers = report["servers"]
     servers["postgres"] = _check_postgres(settings, report)
     servers["kafka"] = _check_kafka(settings, report)
     servers["opensearch"] = await _check_opensearch(settings)
     servers["redis"] = _check_redis(settings)
+    _healing_is_not_ok(report)
+    # Under `govindex up`: how the supervisor found each embedded server.
+    supervision = (read_stack_file(settings.state_dir) or {}).get("supervisor") or {}
+    for name, state in supervision.items():
+        if name in servers:
+            servers[name]["supervisor"] = state
+            if state.get("state") != "running":
+                servers[name]["ok"] = False
+                servers[name].setdefault("error", f"{name} exited; the supervisor restarts it")
+    for info in servers.values():
+        info["address"] = redact(info["address"]) if info.get("address") else info["address"]
     return report
 
 
@@ -38,7 +51,27 @@ def _check_postgres(settings: Settings, report: dict[str, Any]) -> dict[str, Any
     report["pending_purges"] = summary.pop("pending_purges")
     report["outbox_pending"] = summary.pop("outbox_pending")
     report["pending_events"] = summary.pop("pending_events")
+    report["healing"] = summary.pop("healing")
+    report["rebuilds"] = summary.pop("rebuilds")
     return {"address": settings.pg_dsn, "ok": True, **summary}
+
+
+def _healing_is_not_ok(report: dict[str, Any]) -> None:
+    """A broker whose log was lost is not ok until the workers have rejoined it, and an
+    index being rebuilt from Postgres after its server lost it is not ok until it is done,
+    however quickly the servers themselves answered again."""
+    servers = report["servers"]
+    rejoining = [h["what"] for h in report.get("healing", [])]
+    if rejoining and servers["kafka"].get("ok"):
+        servers["kafka"].update(ok=False, error=f"workers are {rejoining[0]}")
+    rebuilds = report.get("rebuilds", [])
+    if rebuilds and servers["opensearch"].get("ok"):
+        job = rebuilds[0]
+        servers["opensearch"].update(
+            ok=False,
+            error=f"rebuilding the lost index from Postgres (job {job['job']}, "
+            f"{job['done']}/{job['total']} chunks)",
+        )
 
 
 def _check_kafka(settings: Settings, report: dict[str, Any]) -> dict[str, Any]:
@@ -54,6 +87,7 @@ def _check_kafka(settings: Settings, report: dict[str, Any]) -> dict[str, Any]:
             topics.deletions: "indexer-deletions",
             topics.tombstones: "purger",
         }
+        short: list[str] = []
         for topic in topics.all():
             ends = reader.end_offsets(topic)
             entry: dict[str, Any] = {
@@ -61,6 +95,8 @@ def _check_kafka(settings: Settings, report: dict[str, Any]) -> dict[str, Any]:
                 "partitions": len(ends),
                 "messages": sum(ends.values()),
             }
+            if len(ends) < settings.partitions:
+                short.append(f"{topic} has {len(ends)} of {settings.partitions} partitions")
             worker = consumers.get(topic)
             if worker:
                 lag = reader.lag(topic, settings.group(worker))
@@ -73,6 +109,8 @@ def _check_kafka(settings: Settings, report: dict[str, Any]) -> dict[str, Any]:
         return {"address": settings.kafka_bootstrap, "ok": False, "error": str(exc)}
     finally:
         reader.close()
+    if short:  # a broker that lost its log: the workers put the topics back
+        return {"address": settings.kafka_bootstrap, "ok": False, "error": "; ".join(short)}
     return {"address": settings.kafka_bootstrap, "ok": True}
 
 
@@ -86,6 +124,12 @@ async def _check_opensearch(settings: Settings) -> dict[str, Any]:
         return {"address": settings.opensearch_url, "ok": False, "error": str(exc)}
     finally:
         await index.close()
+    if generation is None:  # a server that lost its indexes: the workers rebuild them
+        return {
+            "address": settings.opensearch_url,
+            "ok": False,
+            "error": f"the alias {settings.index_alias} is missing (no live generation)",
+        }
     return {
         "address": settings.opensearch_url,
         "ok": True,
@@ -124,6 +168,9 @@ def render_status(report: dict[str, Any]) -> str:
             extra = f"  Redis {info['version']}"
         elif not info.get("ok"):
             extra = f"  {info.get('error')}"
+        restarts = (info.get("supervisor") or {}).get("restarts")
+        if restarts:
+            extra += f"  (restarted {restarts}x, last {info['supervisor']['last_restart']})"
         lines.append(f"  {mark} {name:<11} {info.get('address')}{extra}")
     lines += ["", "topics"]
     for topic in report["topics"]:

@@ -63,9 +63,11 @@ class Workers:
     run: tuple[str, ...] = WORKERS
     relay: RelayPolicy | None = None  # default: from settings
     metrics: bool = False  # sample the gauges of `/metrics` (lag, backlogs, jobs)
+    heal: bool = False  # repair what a restarted broker or index lost (servers' processes)
     _consumers: dict[str, list[Consumer]] = field(default_factory=dict)  # by worker kind
     _halts: dict[str, asyncio.Event] = field(default_factory=dict)
     _paused: set[str] = field(default_factory=set)
+    _healing: str | None = None  # what this process is putting back (in its heartbeat)
     _known_cdc: set[str] = field(default_factory=set)
     _generation: int = 0
     _publisher: EventPublisher | None = None
@@ -104,6 +106,16 @@ class Workers:
         self._background.append(asyncio.create_task(self._obey(), name="worker-controls"))
         if "cdc" in self.run:
             self._background.append(asyncio.create_task(self._watch_cdc(), name="cdc-rescan"))
+        if self.heal:
+            from govindex.runtime.healing import heal_forever
+
+            healer = heal_forever(
+                self.rt,
+                every_s=settings.heal_every_s,
+                stopped=self._every,
+                on_topics_lost=self._rejoin,
+            )
+            self._background.append(asyncio.create_task(healer, name="self-heal"))
         if self.metrics:
             from govindex.runtime.metrics import sample_forever
 
@@ -117,8 +129,9 @@ class Workers:
         )
         return generation
 
-    async def _start_kind(self, kind: str) -> None:
-        """Build and start the consumers of one worker kind."""
+    async def _start_kind(self, kind: str, *, rewind: bool = False) -> None:
+        """Build and start the consumers of one worker kind (`rewind`: reading their first
+        partitions from the beginning, after the broker lost its log)."""
         from govindex.runtime.deletions import deletion_subscription
 
         assert self._publisher is not None
@@ -138,7 +151,7 @@ class Workers:
         consumers: list[Consumer] = []
         for sub in found:
             if not sub.batched:
-                consumers.append(self._broker(sub, self._publisher))
+                consumers.append(self._broker(sub, self._publisher, rewind=rewind))
                 continue
             on_batch = batch_processor(
                 sub.handle,
@@ -156,6 +169,7 @@ class Workers:
                     client_id=f"govindex-{sub.name}",
                     on_batch=on_batch,
                     policy=DELETION_LANE if sub.topic == settings.topics.deletions else lane_policy,
+                    rewind=rewind,
                 )
             )
         self._consumers[kind] = consumers
@@ -168,7 +182,9 @@ class Workers:
         for consumer in self._consumers.pop(kind, []):
             await consumer.stop()
 
-    def _broker(self, sub: Subscription, publisher: EventPublisher) -> Broker:
+    def _broker(
+        self, sub: Subscription, publisher: EventPublisher, *, rewind: bool = False
+    ) -> Broker:
         """An event-at-a-time consumer of its own (started by the caller)."""
         broker = new_broker(self.rt.servers.kafka_bootstrap, f"govindex-{sub.name}")
         on_delivery = processor(
@@ -180,9 +196,36 @@ class Workers:
             raw=sub.raw,
         )
         subscribe(
-            broker, topic=sub.topic, group_id=sub.group, name=sub.name, on_delivery=on_delivery
+            broker,
+            topic=sub.topic,
+            group_id=sub.group,
+            name=sub.name,
+            on_delivery=on_delivery,
+            rewind=rewind,
         )
         return broker
+
+    async def _beat(self, runner: str) -> None:
+        await self.rt.controls.beat(runner, self.run, sorted(self._paused), self._healing)
+
+    async def _rejoin(self, lost: list[str]) -> None:
+        """The broker lost its log: consumers start again, reading the new log from its
+        beginning (the groups' commits are worthless now), and every pending event is
+        published again at once, not after its backoff."""
+        self._healing = f"rejoining the broker, which lost {len(lost)} topics"
+        with contextlib.suppress(Exception):  # status says so while it lasts
+            await self._beat(runner_id())
+        try:
+            async with self._lock:
+                for kind in [k for k in self.run if k in self._consumers]:
+                    await self._stop_kind(kind)
+                    await self._start_kind(kind, rewind=True)
+            count = await self.rt.outbox.republish(None)
+        finally:
+            self._healing = None
+        with contextlib.suppress(Exception):
+            await self._beat(runner_id())
+        log.warning("workers.rejoined", topics=lost, republished=count)
 
     async def _every(self, seconds: float) -> bool:
         """Sleep `seconds`; False once the workers are stopping."""
@@ -205,7 +248,7 @@ class Workers:
                         await self._start_kind(kind)
                         self._paused.discard(kind)
                         log.info("workers.resumed", worker=kind)
-                await self.rt.controls.beat(runner, self.run, sorted(self._paused))
+                await self._beat(runner)
             except Exception as exc:  # Postgres away: keep running as we are, try again
                 log.warning("workers.control_failed", error=str(exc))
             if not await self._every(self.rt.settings.control_poll_s):

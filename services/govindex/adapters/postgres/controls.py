@@ -30,12 +30,19 @@ class PostgresControls(PostgresAdapter):
             (kind, paused, requested_by),
         )
 
-    async def beat(self, runner: str, kinds: Sequence[str], paused: Sequence[str]) -> None:
+    async def beat(
+        self,
+        runner: str,
+        kinds: Sequence[str],
+        paused: Sequence[str],
+        healing: str | None = None,
+    ) -> None:
         await self._execute(
-            "INSERT INTO worker_heartbeats (runner, kinds, paused) VALUES (%s, %s, %s) "
+            "INSERT INTO worker_heartbeats (runner, kinds, paused, healing) "
+            "VALUES (%s, %s, %s, %s) "
             "ON CONFLICT (runner) DO UPDATE SET kinds = EXCLUDED.kinds, "
-            "paused = EXCLUDED.paused, beat_at = now()",
-            (runner, list(kinds), list(paused)),
+            "paused = EXCLUDED.paused, healing = EXCLUDED.healing, beat_at = now()",
+            (runner, list(kinds), list(paused), healing),
         )
 
     async def gone(self, runner: str) -> None:

@@ -60,6 +60,15 @@ class PostgresGenerations(PostgresAdapter):
             )
             return [(int(g), str(name)) for g, name in await cur.fetchall()]
 
+    async def live(self) -> int | None:
+        """The generation Postgres records as live (what the alias should point at)."""
+        row = await self._row(
+            "SELECT generation FROM index_generations WHERE alias = %s AND state = 'live' "
+            "ORDER BY generation DESC LIMIT 1",
+            (self._alias,),
+        )
+        return int(row[0]) if row else None
+
     async def get(self, generation: int) -> str | None:
         """The generation's state (building, live, retired); None if never registered."""
         row = await self._row(

@@ -7,6 +7,7 @@ from typing import Any
 import psycopg
 
 from govindex.adapters.postgres.tx import PostgresAdapter
+from govindex.core.jobs import SELF_HEAL
 
 
 def postgres_summary(dsn: str) -> dict[str, Any]:
@@ -33,6 +34,15 @@ def postgres_summary(dsn: str) -> dict[str, Any]:
             "SELECT (SELECT count(*) FROM sources), (SELECT count(*) FROM documents "
             "WHERE state = 'active'), (SELECT count(*) FROM chunks)"
         ).fetchone()
+        healing = conn.execute(
+            "SELECT runner, healing FROM worker_heartbeats WHERE healing IS NOT NULL "
+            "AND beat_at > now() - interval '60 seconds' ORDER BY runner"
+        ).fetchall()
+        rebuilds = conn.execute(
+            "SELECT id, done, total FROM jobs WHERE kind = 'reindex' AND state = 'running' "
+            "AND requested_by = %s ORDER BY id",
+            (SELF_HEAL,),
+        ).fetchall()
     assert counts is not None
     return {
         "version": version[0] if version else "?",
@@ -40,6 +50,8 @@ def postgres_summary(dsn: str) -> dict[str, Any]:
         "active_documents": counts[1],
         "chunks": counts[2],
         "outbox_pending": outbox[0] if outbox else None,
+        "healing": [{"runner": r[0], "what": r[1]} for r in healing],
+        "rebuilds": [{"job": r[0], "done": r[1], "total": r[2]} for r in rebuilds],
         "pending_events": [
             {
                 "source": r[0],
