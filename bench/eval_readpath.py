@@ -29,13 +29,13 @@ from typing import Any
 
 import yaml
 
+from govindex.control.bootstrap import prepare
+from govindex.control.workers import Workers
 from govindex.core.logs import configure_logging
 from govindex.core.records import SourceManifest
 from govindex.core.settings import Settings
 from govindex.devstack.embedded import EmbeddedStack
-from govindex.runtime.bootstrap import prepare
 from govindex.runtime.composition import Runtime
-from govindex.runtime.workers import Workers
 from ingest.app import ingest_folder
 from reader.app import read_service
 from reader.models import PackRequest, SearchRequest

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from govindex.adapters.kafka_async import AsyncKafkaPublisher
 from govindex.adapters.postgres.pool import migrate
+from govindex.control.bootstrap import prepare
 from govindex.core import events
 from govindex.core.envelope import KafkaRecord, encode_document_event
 from govindex.core.events import DocumentChanged, DocumentDeleted
@@ -37,7 +38,6 @@ from govindex.core.logs import configure_logging
 from govindex.core.records import SourceManifest
 from govindex.core.settings import Settings
 from govindex.devstack.embedded import EmbeddedStack
-from govindex.runtime.bootstrap import prepare
 from govindex.runtime.composition import Runtime
 
 DOCS = 1000  # updated over and over

@@ -37,6 +37,7 @@ from govindex.adapters.kafka_async import AsyncKafkaPublisher
 from govindex.adapters.opensearch import MAPPING
 from govindex.adapters.postgres.chunks import CHUNK_COLUMNS, chunk_row
 from govindex.adapters.postgres.pool import migrate
+from govindex.control.bootstrap import prepare
 from govindex.core import events
 from govindex.core.events import DocumentChanged
 from govindex.core.hashing import sha256_hex
@@ -44,7 +45,6 @@ from govindex.core.logs import configure_logging
 from govindex.core.records import Chunk, SourceManifest
 from govindex.core.settings import Settings
 from govindex.devstack.embedded import EmbeddedStack
-from govindex.runtime.bootstrap import prepare
 from govindex.runtime.composition import Runtime
 from indexer.handlers import plan_version
 from ingest.handlers import document_message

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 import structlog
 
 from govindex.core import events, metrics, tracing
-from govindex.core.envelope import Envelope, KafkaRecord, encode_document_event
+from govindex.core.envelope import Envelope, KafkaRecord, encode_document_event, parse_payload
 from govindex.core.errors import (
     ContentUnavailable,
     InvalidEvent,
@@ -32,7 +32,6 @@ from govindex.core.events import (
     DocumentChanged,
     DocumentDeleted,
     DocumentIndexed,
-    parse_payload,
 )
 from govindex.core.hashing import sha256_hex
 from govindex.core.ports import (
@@ -53,7 +52,7 @@ from govindex.core.ports import (
 )
 from govindex.core.records import Chunk, DeletionMode, SourceManifest
 from govindex.core.retry import retry_transient
-from govindex.core.settings import Topics
+from govindex.core.settings import Consumers, Topics
 from indexer.decisions import Incoming, Overlay, decide_change, decide_deletion
 from indexer.graph import extract_edges
 from indexer.parsers import parse, parser_for
@@ -67,9 +66,9 @@ from indexer.stamping import (
 )
 
 log = structlog.get_logger(__name__)
-CONSUMER = "indexer"
+CONSUMER = Consumers.INDEXER
 PROJECTION_RETRY_S = 300.0  # then the batch fails and is redelivered: Postgres is idempotent
-PURGER = "purger"  # the consumer of the tombstones topic
+PURGER = Consumers.PURGER  # the consumer of the tombstones topic
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,12 @@ from govindex.core.events import DocumentChanged, DocumentDeleted
 from govindex.core.hashing import sha256_hex
 from govindex.core.ports import CdcLedger, ConnectorTransaction, Emitter, SourceRegistry
 from govindex.core.records import SourceManifest
-from govindex.core.settings import Topics
+from govindex.core.settings import Consumers, Topics
 from ingest.cdc import RowChange, translate
 from ingest.handlers import document_message
 
 log = structlog.get_logger(__name__)
-CONSUMER = "cdc"
+CONSUMER = Consumers.CDC
 
 
 @dataclass(frozen=True)

@@ -23,12 +23,12 @@ from govindex.core.hashing import sha256_hex
 from govindex.core.ports import Emitter, IngestState, OutboxMessage
 from govindex.core.records import SourceManifest
 from govindex.core.retry import retry_transient
-from govindex.core.settings import Topics
+from govindex.core.settings import Consumers, Topics
 from ingest.sources import GitSnapshot, Skipped, SourceFile, decode_text
 
 log = structlog.get_logger(__name__)
 
-INDEXER = "indexer"  # the consumer every document event waits for
+INDEXER = Consumers.INDEXER  # the consumer every document event waits for
 # Documents per connector transaction: a crash loses no committed batch, and a large
 # snapshot never holds one long transaction or all its contents in memory at once.
 BATCH = 256

@@ -11,7 +11,13 @@ from typing import Any
 import structlog
 
 from govindex.core import events, metrics
-from govindex.core.envelope import Envelope, encode, encode_document_event
+from govindex.core.envelope import (
+    Envelope,
+    encode,
+    encode_document_event,
+    parse_payload,
+    validate_data,
+)
 from govindex.core.errors import InvalidEvent, PermanentError, TransientError
 from govindex.core.events import (
     AccessRevoked,
@@ -19,8 +25,6 @@ from govindex.core.events import (
     DocumentDeleted,
     DocumentPurged,
     SinkResult,
-    parse_payload,
-    validate_data,
 )
 from govindex.core.ports import (
     DocumentKey,
@@ -34,9 +38,10 @@ from govindex.core.ports import (
     TombstoneRow,
 )
 from govindex.core.records import DeletionMode
+from govindex.core.settings import Consumers
 
 log = structlog.get_logger(__name__)
-CONSUMER = "purger"
+CONSUMER = Consumers.PURGER
 
 
 @dataclass(frozen=True)

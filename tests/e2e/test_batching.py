@@ -22,9 +22,9 @@ from urllib.parse import urlparse
 
 import pytest
 
+from govindex.control.workers import Workers
 from govindex.runtime.composition import Runtime
 from govindex.runtime.deadletter import REASON_HEADER
-from govindex.runtime.workers import Workers
 from tests.support.faults import FaultyOpenSearch
 from tests.support.pipeline import Pipeline, event_id_of, until
 from tests.support.proxy import CuttableProxy

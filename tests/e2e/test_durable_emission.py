@@ -13,10 +13,10 @@ import pytest
 from kafka import KafkaAdminClient
 
 from govindex.adapters.kafka import ensure_topics
+from govindex.control.status import collect_status, render_status
+from govindex.control.workers import Workers
 from govindex.core.envelope import decode
 from govindex.runtime.relay import RelayPolicy
-from govindex.runtime.status import collect_status, render_status
-from govindex.runtime.workers import Workers
 from ingest.app import ingest_folder
 from tests.support.pipeline import Pipeline, read_topic, until
 

@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from govindex.runtime.admin import OPERATOR_HEADER, AdminServer
+from govindex.control.admin import OPERATOR_HEADER, AdminServer
 from reader.app import ReadServer
 from reader.models import MAX_HYDRATED
 from tests.support.pipeline import Pipeline

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from govindex.runtime.bootstrap import rebuild_projection
+from govindex.control.bootstrap import rebuild_projection
 from govindex.runtime.deadletter import REASON_HEADER
 from tests.support.pipeline import V1, V2, Pipeline, event_id_of, query, read_topic
 

@@ -15,13 +15,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from govindex.control.bootstrap import prepare
 from govindex.core import events
 from govindex.core.envelope import decode, encode_document_event
 from govindex.core.errors import SourceDisabled
 from govindex.core.events import DocumentChanged, DocumentDeleted
 from govindex.core.hashing import sha256_hex
 from govindex.core.settings import Settings
-from govindex.runtime.bootstrap import prepare
 from govindex.runtime.composition import Runtime
 from indexer.app import indexer_ports
 from indexer.handlers import index_document

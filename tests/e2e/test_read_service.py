@@ -220,7 +220,7 @@ async def test_never_2_purge_mode_tombstone_hides_before_the_purge_at_any_as_of(
     # The purger is stopped: Postgres and OpenSearch still hold every chunk.
     assert p.workers is not None
     await p.stop_workers()
-    from govindex.runtime.workers import Workers
+    from govindex.control.workers import Workers
 
     p.workers = Workers(p.rt, run=("indexer",))
     await p.workers.start()
@@ -769,7 +769,7 @@ def test_the_production_read_worker_serves_with_tokens_and_refuses_without(
         GOVINDEX_NAMESPACE=settings.namespace,
         GOVINDEX_READ_PORT=str(port),
     )
-    from govindex.runtime.bootstrap import prepare
+    from govindex.control.bootstrap import prepare
 
     asyncio.run(prepare(settings))  # what `govindex bootstrap` does once per deploy
     cmd = [sys.executable, "-m", "govindex.cli.main", "worker", "reader"]

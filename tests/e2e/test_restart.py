@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from opensearchpy import OpenSearch
 
-from govindex.runtime.bootstrap import prepare
+from govindex.control.bootstrap import prepare
 from tests.support.pipeline import Pipeline
 
 pytestmark = pytest.mark.e2e

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from govindex.adapters.opensearch import BulkPolicy, OpenSearchIndex
+from govindex.control.bootstrap import prepare
 from govindex.core.settings import Settings
-from govindex.runtime.bootstrap import prepare
 from tests.support.builders import TEXT, manifest, unique, version_plan
 
 pytestmark = pytest.mark.integration

@@ -9,9 +9,9 @@ import pytest
 from opensearchpy import OpenSearch
 
 from govindex.adapters.opensearch import MAPPING, OpenSearchIndex
+from govindex.control.reindex import run_reindex
 from govindex.core.settings import Settings
 from govindex.runtime.composition import Runtime
-from govindex.runtime.reindex import run_reindex
 
 pytestmark = pytest.mark.integration
 

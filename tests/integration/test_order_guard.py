@@ -16,12 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from govindex.adapters.opensearch import OpenSearchIndex
+from govindex.control.bootstrap import prepare
 from govindex.core import events
 from govindex.core.envelope import decode, encode
 from govindex.core.events import DocumentChanged, DocumentDeleted
 from govindex.core.hashing import sha256_hex
 from govindex.core.settings import Settings
-from govindex.runtime.bootstrap import prepare
 from govindex.runtime.composition import Runtime
 from indexer.app import indexer_ports
 from indexer.handlers import index_document

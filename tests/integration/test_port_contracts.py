@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from govindex.adapters.kafka import ensure_topics
+from govindex.control.bootstrap import prepare
 from govindex.core.settings import Settings
-from govindex.runtime.bootstrap import prepare
 from govindex.runtime.composition import Runtime
 from tests.support.contracts import (
     BlobStoreContract,

@@ -17,12 +17,12 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from govindex.adapters.postgres.pool import migrate
+from govindex.control.bootstrap import prepare
+from govindex.control.workers import Workers
 from govindex.core.logs import configure_logging
 from govindex.core.settings import Settings
 from govindex.devstack.embedded import EmbeddedStack
-from govindex.runtime.bootstrap import prepare
 from govindex.runtime.composition import Runtime
-from govindex.runtime.workers import Workers
 from tests.support.pipeline import Pipeline
 
 configure_logging(level="WARNING", json_output=False)

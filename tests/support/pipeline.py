@@ -14,13 +14,13 @@ from kafka import KafkaConsumer, TopicPartition
 from opensearchpy import OpenSearch
 
 from govindex.adapters.kafka import KafkaEventPublisher, OffsetReader
+from govindex.control.workers import Workers
 from govindex.core import events
 from govindex.core.envelope import KafkaRecord, encode_document_event
 from govindex.core.events import DocumentChanged, DocumentDeleted
 from govindex.core.hashing import sha256_hex
 from govindex.core.records import SourceManifest
 from govindex.runtime.composition import Runtime
-from govindex.runtime.workers import Workers
 from reader.app import read_service
 from reader.models import SearchRequest, Subject
 from tests.support.builders import manifest

@@ -26,8 +26,8 @@ from typing import Any
 import psycopg
 from opensearchpy import OpenSearch
 
+from govindex.control.status import collect_status
 from govindex.core.settings import Settings
-from govindex.runtime.status import collect_status
 from tests.support.builders import MANIFEST_YAML
 from tests.support.stack import UpProcess, govindex
 

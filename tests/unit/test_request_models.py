@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from govindex.core.inputs import QUOTE_LIMIT, Line, control_at
-from govindex.runtime.admin import SetRate, StartJob
-from govindex.runtime.job_requests import (
+from govindex.control.admin import SetRate, StartJob
+from govindex.control.job_requests import (
     BackfillJob,
     RedriveJob,
     ReindexJob,
@@ -20,6 +19,7 @@ from govindex.runtime.job_requests import (
     ResetJob,
     ResetTarget,
 )
+from govindex.core.inputs import QUOTE_LIMIT, Line, control_at
 from reader.models import (
     MAX_HYDRATED,
     MAX_ITEMS,

@@ -22,9 +22,9 @@ from govindex.cli.common import (
     with_runtime,
 )
 from govindex.cli.jobs import Execute, Rate, report, run_job
+from govindex.control.dlq import Listed, list_letters, show_letter
+from govindex.control.job_requests import RedriveJob
 from govindex.core.deadletters import MAX_REDRIVES, Filter
-from govindex.runtime.dlq import Listed, list_letters, show_letter
-from govindex.runtime.job_requests import RedriveJob
 
 app = typer.Typer(
     help="Dead letters: records a consumer could not apply, kept with the reason. List and "

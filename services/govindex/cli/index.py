@@ -19,9 +19,9 @@ from govindex.cli.common import (
     with_runtime,
 )
 from govindex.cli.jobs import Execute, Rate, report, run_job
+from govindex.control.job_requests import ReindexJob
 from govindex.core.schemas import MODELS, check_schemas, write_schemas
 from govindex.runtime.composition import Runtime
-from govindex.runtime.job_requests import ReindexJob
 from indexer.app import reembed_chunks, reparse_documents
 from indexer.reparse import ReparseReport
 from ingest.app import registered

@@ -22,7 +22,7 @@ from govindex.cli.common import (
     with_runtime,
 )
 from govindex.cli.jobs import Execute, Rate, report, run_job
-from govindex.runtime.job_requests import BackfillJob
+from govindex.control.job_requests import BackfillJob
 from ingest.app import (
     Filters,
     delete_one,

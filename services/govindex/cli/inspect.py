@@ -23,11 +23,11 @@ from govindex.cli.common import (
     when,
     with_runtime,
 )
+from govindex.control.status import collect_status, render_status
 from govindex.core.errors import InvalidEvent
 from govindex.core.hashing import sha256_hex
 from govindex.core.ports import DocumentRow
 from govindex.runtime.composition import Runtime
-from govindex.runtime.status import collect_status, render_status
 from indexer.parsers import ParsedDocument, Parser, parser_for
 from indexer.stamping import simhash64, token_estimate
 from ingest.app import registered

@@ -32,12 +32,12 @@ from govindex.cli.common import (
     when,
     with_runtime,
 )
+from govindex.control.job_requests import JobRequest
+from govindex.control.jobs import resume_job, start_job
 from govindex.core.jobs import Job, JobItem, JobState
 from govindex.core.settings import Settings
 from govindex.runtime.composition import Runtime
-from govindex.runtime.job_requests import JobRequest
-from govindex.runtime.jobs import Progress as ReportProgress
-from govindex.runtime.jobs import resume_job, start_job
+from govindex.runtime.job_types import Progress as ReportProgress
 
 app = typer.Typer(
     help="Operator jobs (replays, redrives, resets, rebuilds, backfills): list them, watch "

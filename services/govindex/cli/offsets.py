@@ -20,10 +20,10 @@ from govindex.cli.common import (
     with_runtime,
 )
 from govindex.cli.jobs import Execute, report, run_job
+from govindex.control.job_requests import ResetJob, ResetTarget
+from govindex.control.offsets import group_name, show_offsets
 from govindex.core.settings import Settings
 from govindex.runtime.composition import Runtime
-from govindex.runtime.job_requests import ResetJob, ResetTarget
-from govindex.runtime.offsets import group_name, show_offsets
 
 app = typer.Typer(
     help="A consumer group's committed offsets per partition, and resetting them "
@@ -165,7 +165,7 @@ def reset_command(
 
 def pause_or_resume(action: str, kinds: list[str], settings: Settings) -> int:
     """`govindex worker pause|resume KIND...`: set the flag, wait for every process."""
-    from govindex.runtime.offsets import pause_workers
+    from govindex.control.offsets import pause_workers
 
     if not kinds:
         raise Failure(f"name the worker to {action}: indexer, purger or cdc")

@@ -17,8 +17,8 @@ from govindex.cli.common import (
     setup,
 )
 from govindex.cli.jobs import Execute, Rate, report, run_job
+from govindex.control.job_requests import ReplayJob
 from govindex.core.replays import TYPES, EventKind
-from govindex.runtime.job_requests import ReplayJob
 
 
 def replay_command(

@@ -11,12 +11,12 @@ from typing import Annotated
 import typer
 
 from govindex.cli.common import DEFAULT_DIR, Failure, LogLevel, StateDir, console, setup
+from govindex.control.bootstrap import prepare
+from govindex.control.metrics import serve_metrics
+from govindex.control.workers import WORKERS, Workers
 from govindex.core.settings import Settings, read_stack_file, redact
 from govindex.devstack.embedded import EmbeddedStack
-from govindex.runtime.bootstrap import prepare
 from govindex.runtime.composition import Runtime
-from govindex.runtime.metrics import serve_metrics
-from govindex.runtime.workers import WORKERS, Workers
 
 app = typer.Typer()
 
@@ -188,7 +188,7 @@ async def _serve(
     read_api: bool = False,
     admin_api: bool = False,
 ) -> int:
-    from govindex.runtime.admin import AdminServer
+    from govindex.control.admin import AdminServer
     from ingest.app import WebhookServer, reconcile_all
     from reader.app import ReadServer
 

@@ -10,11 +10,11 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast, overload
 
 from cloudevents.core.bindings import kafka as ce_kafka
 from cloudevents.core.v1.event import CloudEvent
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from govindex.core import events
 from govindex.core.errors import InvalidEvent
@@ -201,3 +201,55 @@ def encode_document_event(
         },
         cause=cause,
     )
+
+
+P = TypeVar("P", bound=BaseModel)
+
+
+def validate_data(model: type[P], envelope: Envelope) -> P:
+    """The event's data as `model`; InvalidEvent names every field that is wrong."""
+    try:
+        return model.model_validate(envelope.data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'data'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise InvalidEvent(f"{envelope.type} payload is invalid: {problems}") from exc
+
+
+@overload
+def parse_payload(envelope: Envelope) -> events.DocumentChanged | events.DocumentDeleted: ...
+
+
+@overload
+def parse_payload(envelope: Envelope, accept: frozenset[str]) -> BaseModel: ...
+
+
+def parse_payload(
+    envelope: Envelope, accept: frozenset[str] = events.DOCUMENT_EVENT_TYPES
+) -> BaseModel:
+    """Validate an event's type (one of `accept`, the document events by default) and data.
+
+    For events about a document, the `tenantid` and `sequence` extensions must agree with
+    the data: a router or filter that reads only headers must see the truth.
+    """
+    if envelope.type not in accept:
+        raise InvalidEvent(
+            f"unknown event type {envelope.type!r}; expected one of {', '.join(sorted(accept))}"
+        )
+    payload = validate_data(events.EVENT_MODELS[envelope.type], envelope)
+    if isinstance(payload, events.DocumentPayload):
+        tenant = envelope.extensions.get("tenantid")
+        if tenant is not None and str(tenant) != payload.tenant_id:
+            raise InvalidEvent(
+                f"tenantid extension {tenant!r} does not match payload tenant_id "
+                f"{payload.tenant_id!r}"
+            )
+        sequence = envelope.extensions.get("sequence")
+        if sequence is not None and str(sequence) != str(payload.sequence):
+            raise InvalidEvent(
+                f"sequence extension {sequence!r} does not match payload sequence "
+                f"{payload.sequence}"
+            )
+    return payload

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, overload
+from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from govindex.core.errors import InvalidEvent
 from govindex.core.records import Principal, Slug
-
-if TYPE_CHECKING:
-    from govindex.core.envelope import Envelope
 
 EVENT_PREFIX = "io.govindex"
 DOCUMENT_CREATED = f"{EVENT_PREFIX}.document.created.v1"
@@ -31,7 +27,7 @@ DocId = Annotated[str, Field(min_length=1, max_length=1024, pattern=r"^[^\x00-\x
 Sha256 = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
 
 
-class _Payload(BaseModel):
+class DocumentPayload(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     tenant_id: Slug
@@ -49,7 +45,7 @@ class _Payload(BaseModel):
         return {name: getattr(self, name) for name in IDENTITY}
 
 
-class DocumentChanged(_Payload):
+class DocumentChanged(DocumentPayload):
     """Payload of document.created.v1 and document.updated.v1.
 
     Content travels inline (`content`) up to the inline limit; larger documents are stored
@@ -74,14 +70,14 @@ class DocumentChanged(_Payload):
             raise ValueError("exactly one of content and content_ref must be set")
 
 
-class DocumentDeleted(_Payload):
+class DocumentDeleted(DocumentPayload):
     """Payload of document.deleted.v1: the document is gone from the source at `deleted_at`."""
 
     deleted_at: AwareDatetime
     reason: str = Field(default="deleted_in_source", min_length=1, max_length=256)
 
 
-class DocumentIndexed(_Payload):
+class DocumentIndexed(DocumentPayload):
     """Receipt: the indexer applied (or knowingly skipped) a document event."""
 
     event_id: str
@@ -103,7 +99,7 @@ class SinkResult(BaseModel):
     detail: str = ""
 
 
-class DocumentPurged(_Payload):
+class DocumentPurged(DocumentPayload):
     """Receipt: every sink was purged of the document and a read-back found nothing left."""
 
     event_id: str
@@ -156,7 +152,7 @@ PAYLOAD_MODELS["artifact.invalidated"] = ArtifactInvalidated
 ACCESS_REVOKED = f"{EVENT_PREFIX}.access.revoked.v1"
 
 
-class AccessRevoked(_Payload):
+class AccessRevoked(DocumentPayload):
     """Principals lost access to a document: a deletion for them (DESIGN §6)."""
 
     principals: list[str] = Field(min_length=1)
@@ -176,52 +172,3 @@ EVENT_MODELS: dict[str, type[BaseModel]] = {
     ARTIFACT_INVALIDATED: ArtifactInvalidated,
     ACCESS_REVOKED: AccessRevoked,
 }
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def validate_data(model: type[M], envelope: Envelope) -> M:
-    """The event's data as `model`; InvalidEvent names every field that is wrong."""
-    try:
-        return model.model_validate(envelope.data)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'data'}: {err['msg']}"
-            for err in exc.errors()
-        )
-        raise InvalidEvent(f"{envelope.type} payload is invalid: {problems}") from exc
-
-
-@overload
-def parse_payload(envelope: Envelope) -> DocumentChanged | DocumentDeleted: ...
-
-
-@overload
-def parse_payload(envelope: Envelope, accept: frozenset[str]) -> BaseModel: ...
-
-
-def parse_payload(envelope: Envelope, accept: frozenset[str] = DOCUMENT_EVENT_TYPES) -> BaseModel:
-    """Validate an event's type (one of `accept`, the document events by default) and data.
-
-    For events about a document, the `tenantid` and `sequence` extensions must agree with
-    the data: a router or filter that reads only headers must see the truth.
-    """
-    if envelope.type not in accept:
-        raise InvalidEvent(
-            f"unknown event type {envelope.type!r}; expected one of {', '.join(sorted(accept))}"
-        )
-    payload = validate_data(EVENT_MODELS[envelope.type], envelope)
-    if isinstance(payload, _Payload):
-        tenant = envelope.extensions.get("tenantid")
-        if tenant is not None and str(tenant) != payload.tenant_id:
-            raise InvalidEvent(
-                f"tenantid extension {tenant!r} does not match payload tenant_id "
-                f"{payload.tenant_id!r}"
-            )
-        sequence = envelope.extensions.get("sequence")
-        if sequence is not None and str(sequence) != str(payload.sequence):
-            raise InvalidEvent(
-                f"sequence extension {sequence!r} does not match payload sequence "
-                f"{payload.sequence}"
-            )
-    return payload

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -13,6 +13,19 @@ from govindex.core.errors import StackNotRunning
 
 DEFAULT_STATE_DIR = Path(".govindex")
 STACK_FILE = "stack.json"
+
+
+class Consumers:
+    """Every consumer's name, once: the outbox's `awaits` keys (an event stays pending until
+    that consumer settles it, so a misspelt name would leave it pending forever), the
+    processed-events ledger's consumer, and the suffix of its group (`NAMESPACE.NAME`)."""
+
+    INDEXER: Final = "indexer"  # the documents topic (both lanes claim under this name)
+    DELETIONS: Final = "indexer-deletions"  # the deletion lane's group
+    PURGER: Final = "purger"  # the tombstones topic
+    CDC: Final = "cdc"  # prefix of a CDC feed's consumer, `cdc:<source>`
+
+    KINDS: Final = (INDEXER, PURGER, CDC)  # the worker kinds a process may run
 
 
 class Topics(BaseModel):
@@ -140,7 +153,7 @@ class Settings(BaseSettings):
         gt=0,
         description="Worker processes check this often that topics, the index alias and its "
         "generation survived a server's restart, and put back what is missing (see "
-        "runtime/healing.py).",
+        "control/healing.py).",
     )
     cdc_rescan_s: float = Field(
         default=10.0,

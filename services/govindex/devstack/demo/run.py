@@ -14,13 +14,13 @@ from importlib import resources
 from pathlib import Path
 from typing import TypeVar
 
+from govindex.control.bootstrap import prepare
+from govindex.control.workers import Workers
 from govindex.core.manifests import load_manifests
 from govindex.core.records import SourceManifest
 from govindex.core.settings import Settings
 from govindex.devstack.embedded import EmbeddedStack
-from govindex.runtime.bootstrap import prepare
 from govindex.runtime.composition import Runtime
-from govindex.runtime.workers import Workers
 from ingest.app import delete_one, ingest_git
 from ingest.sources import GitSnapshot
 from reader.app import read_service

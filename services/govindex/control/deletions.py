@@ -22,6 +22,7 @@ from govindex.core import metrics
 from govindex.core.envelope import Envelope
 from govindex.core.errors import PermanentError
 from govindex.core.ports import ApplyResult
+from govindex.core.settings import Consumers
 from govindex.runtime.composition import Runtime
 from govindex.runtime.subscription import Subscription
 from indexer.app import indexer_ports
@@ -30,7 +31,7 @@ from purger.app import purger_ports
 from purger.handlers import PurgerPorts, purge_batch
 
 log = structlog.get_logger(__name__)
-LANE = "indexer-deletions"
+LANE = Consumers.DELETIONS
 
 
 async def apply_deletions(

@@ -28,12 +28,12 @@ import structlog
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
+from govindex.control.job_requests import JobRequest
+from govindex.control.jobs import launch_job, relaunch_job
 from govindex.core.errors import GovindexError, TransientError
 from govindex.core.inputs import has_control, quote
 from govindex.core.jobs import Job, JobError, JobState
 from govindex.runtime.composition import Runtime
-from govindex.runtime.job_requests import JobRequest
-from govindex.runtime.jobs import launch_job, relaunch_job
 from govindex.runtime.listener import Listener
 
 log = structlog.get_logger(__name__)

@@ -18,13 +18,13 @@ import structlog
 
 from govindex.adapters.kafka import GroupOffsets
 from govindex.core.jobs import Job, JobError
-from govindex.core.settings import Settings
+from govindex.core.settings import Consumers, Settings
 from govindex.runtime.composition import Runtime
-from govindex.runtime.jobs import Progress, requester
+from govindex.runtime.job_types import Progress, requester
 
 log = structlog.get_logger(__name__)
 RESET = "offsets-reset"
-KINDS = ("indexer", "purger", "cdc")
+KINDS = Consumers.KINDS
 
 
 def group_name(settings: Settings, group: str) -> str:

@@ -125,7 +125,7 @@ class ResetJob(_Request):
     to: ResetTarget
 
     async def _args(self, rt: Runtime) -> dict[str, Any]:
-        from govindex.runtime.offsets import group_name
+        from govindex.control.offsets import group_name
 
         ns = rt.settings.namespace
         to = self.to.model_dump(exclude_none=True, mode="json")

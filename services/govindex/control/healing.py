@@ -71,8 +71,8 @@ async def heal_index(rt: Runtime) -> int | None:
     generation = await rt.generations.live()
     if generation is None:  # never prepared: `govindex bootstrap` / `up` does that
         return None
-    from govindex.runtime.jobs import launch_job
-    from govindex.runtime.reindex import REINDEX
+    from govindex.control.jobs import launch_job
+    from govindex.control.reindex import REINDEX
 
     await rt.index.ensure_template()
     await rt.index.restore_alias(generation)

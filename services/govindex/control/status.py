@@ -8,7 +8,7 @@ from govindex.adapters.kafka import OffsetReader
 from govindex.adapters.opensearch import OpenSearchIndex
 from govindex.adapters.postgres.inspect import postgres_summary
 from govindex.adapters.redis_cache import redis_version
-from govindex.core.settings import Settings, read_stack_file, redact
+from govindex.core.settings import Consumers, Settings, read_stack_file, redact
 
 
 async def collect_status(settings: Settings) -> dict[str, Any]:
@@ -83,9 +83,9 @@ def _check_kafka(settings: Settings, report: dict[str, Any]) -> dict[str, Any]:
     try:
         topics = settings.topics
         consumers = {
-            topics.documents: "indexer",
-            topics.deletions: "indexer-deletions",
-            topics.tombstones: "purger",
+            topics.documents: Consumers.INDEXER,
+            topics.deletions: Consumers.DELETIONS,
+            topics.tombstones: Consumers.PURGER,
         }
         short: list[str] = []
         for topic in topics.all():

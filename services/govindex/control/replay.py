@@ -26,7 +26,7 @@ from govindex.core.jobs import Job, JobItem, JobState, Pacer
 from govindex.core.ports import OutboxMessage
 from govindex.core.replays import Scope, identity, replayed_headers
 from govindex.runtime.composition import Runtime
-from govindex.runtime.jobs import Progress
+from govindex.runtime.job_types import Progress
 from indexer.app import indexer_ports
 from indexer.decisions import Overlay
 from indexer.handlers import CONSUMER, Predicted, predict_batch

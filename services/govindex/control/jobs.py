@@ -8,27 +8,19 @@ so `govindex jobs pause|cancel|rate` from another terminal take effect at the ne
 from __future__ import annotations
 
 import asyncio
-import getpass
 import os
 import secrets
 import socket
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import structlog
 
 from govindex.core.jobs import RUN, Job, JobError, JobState, JobTakenOver
 from govindex.runtime.composition import Runtime
+from govindex.runtime.job_types import Progress, Runner, requester, runner_id
 
 log = structlog.get_logger(__name__)
-
-# done, total: what a command shows in its progress bar.
-Progress = Callable[[int, int | None], None]
-Runner = Callable[[Runtime, Job, Progress], Awaitable[Job]]
-
-
-def runner_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def _run_token() -> str:
@@ -36,22 +28,11 @@ def _run_token() -> str:
     return f"{runner_id()}/{secrets.token_hex(4)}"
 
 
-def requester() -> str:
-    """Who asked: GOVINDEX_OPERATOR, else the login name."""
-    found = os.environ.get("GOVINDEX_OPERATOR")
-    if found:
-        return found
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"
-
-
 def _runners() -> dict[str, Runner]:
-    from govindex.runtime.dlq import REDRIVE, run_redrive
-    from govindex.runtime.offsets import RESET, run_reset
-    from govindex.runtime.reindex import REINDEX, run_reindex
-    from govindex.runtime.replay import REPLAY, run_replay
+    from govindex.control.dlq import REDRIVE, run_redrive
+    from govindex.control.offsets import RESET, run_reset
+    from govindex.control.reindex import REINDEX, run_reindex
+    from govindex.control.replay import REPLAY, run_replay
     from ingest.app import BACKFILL, run_backfill
 
     return {

@@ -21,7 +21,7 @@ import structlog
 from govindex.core.jobs import Job, JobError, JobState, Pacer
 from govindex.core.records import Chunk
 from govindex.runtime.composition import Runtime
-from govindex.runtime.jobs import Progress
+from govindex.runtime.job_types import Progress
 
 log = structlog.get_logger(__name__)
 REINDEX = "reindex"

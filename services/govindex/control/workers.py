@@ -21,16 +21,17 @@ from govindex.adapters.faststream import Broker, new_broker, subscribe
 from govindex.adapters.kafka_lanes import LanePolicy, PartitionLanes
 from govindex.core.errors import TransientError
 from govindex.core.ports import EventPublisher
+from govindex.core.settings import Consumers
 from govindex.runtime.composition import Runtime
 from govindex.runtime.consumer import processor
-from govindex.runtime.jobs import runner_id
+from govindex.runtime.job_types import runner_id
 from govindex.runtime.lanes import batch_processor
 from govindex.runtime.relay import RelayPolicy, relay_forever
 from govindex.runtime.subscription import Subscription
 
 log = structlog.get_logger(__name__)
 
-WORKERS = ("indexer", "purger", "cdc")
+WORKERS = Consumers.KINDS
 RELAY_STOP_S = 30.0  # a relay round publishes at most 1000 rows
 # Deletions in micro-batches: a short linger, so a lone delete is applied at once.
 DELETION_LANE = LanePolicy(max_events=100, linger_s=0.005, queue_events=1000)
@@ -107,7 +108,7 @@ class Workers:
         if "cdc" in self.run:
             self._background.append(asyncio.create_task(self._watch_cdc(), name="cdc-rescan"))
         if self.heal:
-            from govindex.runtime.healing import heal_forever
+            from govindex.control.healing import heal_forever
 
             healer = heal_forever(
                 self.rt,
@@ -117,7 +118,7 @@ class Workers:
             )
             self._background.append(asyncio.create_task(healer, name="self-heal"))
         if self.metrics:
-            from govindex.runtime.metrics import sample_forever
+            from govindex.control.metrics import sample_forever
 
             sampler = sample_forever(self.rt, self.run, self._stop)
             self._background.append(asyncio.create_task(sampler, name="metrics-sampler"))
@@ -132,7 +133,7 @@ class Workers:
     async def _start_kind(self, kind: str, *, rewind: bool = False) -> None:
         """Build and start the consumers of one worker kind (`rewind`: reading their first
         partitions from the beginning, after the broker lost its log)."""
-        from govindex.runtime.deletions import deletion_subscription
+        from govindex.control.deletions import deletion_subscription
 
         assert self._publisher is not None
         settings = self.rt.settings

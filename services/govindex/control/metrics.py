@@ -18,6 +18,7 @@ import structlog
 from govindex.adapters.kafka import OffsetReader
 from govindex.adapters.postgres.inspect import PostgresGauges
 from govindex.core import metrics as m
+from govindex.core.settings import Consumers
 from govindex.runtime.composition import Runtime
 
 log = structlog.get_logger(__name__)
@@ -36,11 +37,11 @@ def groups_of(rt: Runtime, kinds: Sequence[str]) -> list[tuple[str, str]]:
     topics, found = rt.settings.topics, []
     if "indexer" in kinds:
         found += [
-            (rt.settings.group("indexer"), topics.documents),
-            (rt.settings.group("indexer-deletions"), topics.deletions),
+            (rt.settings.group(Consumers.INDEXER), topics.documents),
+            (rt.settings.group(Consumers.DELETIONS), topics.deletions),
         ]
     if "purger" in kinds:
-        found.append((rt.settings.group("purger"), topics.tombstones))
+        found.append((rt.settings.group(Consumers.PURGER), topics.tombstones))
     return found
 
 

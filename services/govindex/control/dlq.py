@@ -21,7 +21,7 @@ from govindex.core.envelope import KafkaRecord
 from govindex.core.jobs import Job, JobError, JobState, Pacer
 from govindex.core.ports import OutboxMessage
 from govindex.runtime.composition import Runtime
-from govindex.runtime.jobs import Progress
+from govindex.runtime.job_types import Progress
 
 REDRIVE = "dlq-redrive"
 STEP = 100  # dead letters per step at most (fewer at a low rate)

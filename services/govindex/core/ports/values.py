@@ -1,0 +1,200 @@
+"""The plain records that cross the ports: decided facts between layers, not wire models."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from govindex.core.envelope import KafkaRecord
+from govindex.core.records import Chunk
+
+Outcome = Literal["indexed", "metadata_updated", "tombstoned", "duplicate", "stale"]
+
+
+# --- records crossing the ports -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DocumentKey:
+    tenant_id: str
+    source_id: str
+    doc_id: str
+
+
+@dataclass(frozen=True)
+class DocumentState:
+    """What the index holds for a document, read under its row lock."""
+
+    active: bool
+    last_sequence: int
+    current_version_id: str | None
+    current_content_hash: str | None
+    current_parser: tuple[str, str] | None
+    current_principals: frozenset[str]
+
+
+@dataclass(frozen=True)
+class OutboxMessage:
+    """An event to publish after the transaction that decided it commits.
+
+    With `awaits`, the event stays pending (and is re-published) until that consumer has
+    processed or dead-lettered it: the broker is a transport, never the only copy.
+    """
+
+    topic: str
+    record: KafkaRecord
+    awaits: str | None = None
+    tenant_id: str | None = None
+    source_id: str | None = None
+    content_hash: str | None = None  # a claim-check blob the event needs until it settles
+    sequence: int | None = None
+
+    @property
+    def event_id(self) -> str | None:
+        value = dict(self.record.headers).get("ce_id")
+        return value.decode() if value is not None else None
+
+
+@dataclass(frozen=True)
+class GraphEdge:
+    subject: str
+    relation: str
+    object: str
+    subject_alias: str
+    object_alias: str
+
+
+@dataclass(frozen=True)
+class _AboutOneDocument:
+    """Which document, and the event (sequence, source_version) a plan comes from."""
+
+    tenant_id: str
+    source_id: str
+    doc_id: str
+    sequence: int
+    source_version: str
+
+    @property
+    def key(self) -> DocumentKey:
+        return DocumentKey(self.tenant_id, self.source_id, self.doc_id)
+
+
+@dataclass(frozen=True)
+class _VersionStamps:
+    """When a version is valid, when it was seen and recorded, which parser cut it."""
+
+    valid_from: datetime
+    valid_to: datetime | None
+    observed_at: datetime
+    recorded_at: datetime
+    parser: str
+    parser_version: str
+
+
+@dataclass(frozen=True)
+class VersionPlan(_AboutOneDocument, _VersionStamps):
+    """A decided content revision (or metadata-only change), ready to execute."""
+
+    content_hash: str
+    content: str
+    media_type: str
+    title: str | None
+    path: str | None
+    metadata: dict[str, Any]
+    chunks: Sequence[Chunk]
+    version_id: str
+    edges: Sequence[GraphEdge] = ()
+    # One unit-length float32 vector per chunk (same order), and the model that made them.
+    vectors: Sequence[bytes] = ()
+    embedder: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class TombstonePlan(_AboutOneDocument):
+    event_id: str
+    reason: str
+    deletion_mode: str
+    deleted_at: datetime
+    recorded_at: datetime
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    outcome: Outcome
+    version_id: str | None = None
+    chunk_count: int = 0
+    revoked: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BulkResult:
+    """What one bulk write did: how many chunks the index took (a 409, "already newer", is
+    neither taken nor rejected), and the chunks it refused for good, with the reason."""
+
+    taken: int
+    rejected: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class DocumentRow:
+    tenant_id: str
+    source_id: str
+    doc_id: str
+    state: str
+    last_sequence: int
+    source_version: str
+    content_hash: str | None
+    last_indexed_at: datetime
+    chunk_count: int
+    valid_from: datetime | None
+    valid_to: datetime | None
+
+
+@dataclass(frozen=True)
+class TombstoneRow:
+    tenant_id: str
+    source_id: str
+    doc_id: str
+    sequence: int
+    event_id: str
+    deletion_mode: str
+    deleted_at: datetime
+    recorded_at: datetime
+    chunk_ids: list[str]
+    purge_state: str
+    purge_attempts: int
+    purge_error: str | None
+
+
+@dataclass(frozen=True)
+class StoredVersion(_VersionStamps):
+    """A current version with its raw content: what `reparse` re-chunks."""
+
+    tenant_id: str
+    source_id: str
+    doc_id: str
+    path: str | None
+    version_id: str
+    version_sequence: int
+    sequence: int
+    source_version: str
+    content_hash: str
+    content: str
+    media_type: str
+
+
+@dataclass(frozen=True)
+class ExpiredVersion:
+    version_id: str
+    doc_id: str
+    version_sequence: int
+    superseded_at: datetime
+
+
+@dataclass(frozen=True)
+class Invalidated:
+    kind: str
+    artifact_id: str
+    location: str
