@@ -6,7 +6,7 @@ import asyncio
 import os
 import secrets
 import signal
-from typing import Annotated
+from typing import Annotated, Protocol
 
 import typer
 
@@ -176,6 +176,10 @@ def _names(values: list[str]) -> tuple[str, ...]:
     return names
 
 
+class _Server(Protocol):
+    async def stop(self) -> None: ...
+
+
 async def _serve(
     settings: Settings,
     workers: tuple[str, ...],
@@ -188,109 +192,146 @@ async def _serve(
     read_api: bool = False,
     admin_api: bool = False,
 ) -> int:
-    from govindex.control.admin import AdminServer
-    from ingest.app import WebhookServer, reconcile_all
-    from reader.app import ReadServer
+    """Run the workers and listeners until SIGINT/SIGTERM. With `stack` (a laptop) every
+    listener runs on loopback with a free port and generated tokens, written to stack.json."""
+    from ingest.app import reconcile_all
 
     if bootstrap:
         await prepare(settings)
+    laptop = stack is not None
     async with Runtime(settings) as rt:
         running = Workers(
             rt, run=tuple(w for w in workers if w not in LISTENERS), metrics=True, heal=True
         )
         generation = await running.start()
-        if stack is not None:  # a laptop: loopback, any free port, written to stack.json
-            metrics_url = serve_metrics("127.0.0.1", 0)
-        else:
-            try:
-                metrics_url = serve_metrics(settings.metrics_host, settings.metrics_port)
-            except OSError as exc:
-                raise Failure(
-                    f"cannot serve /metrics on {settings.metrics_host}:{settings.metrics_port}: "
-                    f"{exc}; set GOVINDEX_METRICS_PORT to a free port (0: any)"
-                ) from None
-        webhooks = None
-        if stack is not None or webhook_port is not None or "webhooks" in workers:
+        metrics_url = _serve_metrics(settings, laptop)
+        servers: list[_Server] = []
+        extra: dict[str, str] = {}
+        if laptop or webhook_port is not None or "webhooks" in workers:
+            from ingest.app import WebhookServer
+
             webhooks = WebhookServer(rt, host=webhook_host, port=webhook_port or 0)
             settings = settings.model_copy(update={"http_url": await webhooks.start()})
-        reads = None
-        extra: dict[str, str] = {}
-        if stack is not None or read_api:
-            tokens = dict(settings.read_tokens)
-            if not tokens and stack is not None:  # a laptop: one token for every tenant
-                token = secrets.token_urlsafe(24)
-                tokens = {token: ["*"]}
-                extra["read_token"] = token
-            reads = ReadServer(
-                rt, tokens, host=settings.read_host, port=0 if stack else settings.read_port
-            )
-            try:
-                extra["read_url"] = await reads.start()
-            except ValueError as exc:
-                raise Failure(str(exc)) from None
-        admin = None
-        if stack is not None or admin_api:
-            admin_token = settings.admin_token
-            if not admin_token and stack is not None:  # a laptop: its own, in stack.json
-                admin_token = secrets.token_urlsafe(24)
-                extra["admin_token"] = admin_token
-            try:
-                admin = AdminServer(
-                    rt, admin_token, settings.admin_host, 0 if stack else settings.admin_port
-                )
-                extra["admin_url"] = await admin.start()
-            except (ValueError, OSError) as exc:
-                raise Failure(f"cannot serve the admin API: {exc}") from None
+            servers.append(webhooks)
+            extra["webhooks"] = f"{settings.http_url}/webhooks/github, /webhooks/gitlab"
+        if laptop or read_api:
+            servers.append(await _start_read_api(rt, settings, laptop, extra))
+        if laptop or admin_api:
+            servers.append(await _start_admin_api(rt, settings, laptop, extra))
         if stack is not None:
             stack.write_stack_file(
-                {
-                    "generation": generation,
-                    "http_url": settings.http_url,
-                    "metrics_url": metrics_url,
-                    **extra,
-                }
+                {"generation": generation, "http_url": settings.http_url}
+                | {"metrics_url": metrics_url}
+                | {k: v for k, v in extra.items() if k != "webhooks"}
             )
-        served = f"{settings.http_url}/webhooks/github, /webhooks/gitlab" if webhooks else ""
-        unauthenticated = (
-            "  (the embedded broker and OpenSearch-compatible server take no credentials: "
-            "any local user can reach them; PostgreSQL and Redis ask for the passwords in "
-            f"{stack.state_dir}/stack.json)\n"
-            if stack is not None
-            else ""
-        )
         console.print(
-            "govindex: ready\n"
-            f"  postgres    {redact(settings.pg_dsn or '')}\n"
-            f"  kafka       {settings.kafka_bootstrap}\n"
-            f"  opensearch  {redact(settings.opensearch_url or '')}  (alias "
-            f"{settings.index_alias}, generation {generation})\n"
-            f"  redis       {redact(settings.redis_url or '') or 'not configured'}\n"
-            f"  workers     {', '.join(workers)}\n"
-            f"  webhooks    {served or 'not served'}\n"
-            f"  read api    {extra.get('read_url') or 'not served'}\n"
-            f"  admin api   {extra.get('admin_url') or 'not served'}\n"
-            f"  metrics     {metrics_url}\n"
-            f"{unauthenticated}"
-            "Press Ctrl-C to stop.",
-            soft_wrap=True,
+            _ready(settings, workers, generation, metrics_url, extra, stack), soft_wrap=True
         )
         if reconcile:
             for source_id, result in (await reconcile_all(rt)).items():
                 console.print(f"govindex: reconciled {source_id}: {result}", soft_wrap=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+        await _until_stopped()
         console.print("govindex: stopping ...")
-        if webhooks is not None:
-            await webhooks.stop()
-        if reads is not None:
-            await reads.stop()
-        if admin is not None:
-            await admin.stop()
+        for server in servers:
+            await server.stop()
         await running.stop()
     return 0
+
+
+def _serve_metrics(settings: Settings, laptop: bool) -> str:
+    """/metrics: a laptop's on loopback with any free port, else on the configured one."""
+    if laptop:
+        return serve_metrics("127.0.0.1", 0)
+    try:
+        return serve_metrics(settings.metrics_host, settings.metrics_port)
+    except OSError as exc:
+        raise Failure(
+            f"cannot serve /metrics on {settings.metrics_host}:{settings.metrics_port}: "
+            f"{exc}; set GOVINDEX_METRICS_PORT to a free port (0: any)"
+        ) from None
+
+
+async def _start_read_api(
+    rt: Runtime, settings: Settings, laptop: bool, extra: dict[str, str]
+) -> _Server:
+    """The read API; without GOVINDEX_READ_TOKENS a laptop gets one token for every
+    tenant (in stack.json, owner-only)."""
+    from reader.app import ReadServer
+
+    tokens = dict(settings.read_tokens)
+    if not tokens and laptop:
+        token = secrets.token_urlsafe(24)
+        tokens = {token: ["*"]}
+        extra["read_token"] = token
+    reads = ReadServer(
+        rt, tokens, host=settings.read_host, port=0 if laptop else settings.read_port
+    )
+    try:
+        extra["read_url"] = await reads.start()
+    except ValueError as exc:
+        raise Failure(str(exc)) from None
+    return reads
+
+
+async def _start_admin_api(
+    rt: Runtime, settings: Settings, laptop: bool, extra: dict[str, str]
+) -> _Server:
+    """The admin API; a laptop without GOVINDEX_ADMIN_TOKEN gets its own, in stack.json."""
+    from govindex.control.admin import AdminServer
+
+    admin_token = settings.admin_token
+    if not admin_token and laptop:
+        admin_token = secrets.token_urlsafe(24)
+        extra["admin_token"] = admin_token
+    try:
+        admin = AdminServer(
+            rt, admin_token, settings.admin_host, 0 if laptop else settings.admin_port
+        )
+        extra["admin_url"] = await admin.start()
+    except (ValueError, OSError) as exc:
+        raise Failure(f"cannot serve the admin API: {exc}") from None
+    return admin
+
+
+def _ready(
+    settings: Settings,
+    workers: tuple[str, ...],
+    generation: int,
+    metrics_url: str,
+    extra: dict[str, str],
+    stack: EmbeddedStack | None,
+) -> str:
+    """What `govindex up` / `worker` prints once everything serves (passwords redacted)."""
+    unauthenticated = (
+        "  (the embedded broker and OpenSearch-compatible server take no credentials: "
+        "any local user can reach them; PostgreSQL and Redis ask for the passwords in "
+        f"{stack.state_dir}/stack.json)\n"
+        if stack is not None
+        else ""
+    )
+    return (
+        "govindex: ready\n"
+        f"  postgres    {redact(settings.pg_dsn or '')}\n"
+        f"  kafka       {settings.kafka_bootstrap}\n"
+        f"  opensearch  {redact(settings.opensearch_url or '')}  (alias "
+        f"{settings.index_alias}, generation {generation})\n"
+        f"  redis       {redact(settings.redis_url or '') or 'not configured'}\n"
+        f"  workers     {', '.join(workers)}\n"
+        f"  webhooks    {extra.get('webhooks') or 'not served'}\n"
+        f"  read api    {extra.get('read_url') or 'not served'}\n"
+        f"  admin api   {extra.get('admin_url') or 'not served'}\n"
+        f"  metrics     {metrics_url}\n"
+        f"{unauthenticated}"
+        "Press Ctrl-C to stop."
+    )
+
+
+async def _until_stopped() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
 
 
 def _alive(pid: int) -> bool:
