@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck check schemas bench bench-purge bench-emission bench-throughput eval-readpath clean up
+.PHONY: demo test lint typecheck check schemas bench bench-purge bench-emission bench-throughput eval-readpath clean up docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
+
+# The documentation site (docs/, mkdocs.yml), strict: a broken link or anchor fails it.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet -d build/docs
 
 check: lint typecheck test
 
