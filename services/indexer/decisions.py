@@ -1,4 +1,7 @@
-"""What the indexer does with an event, decided from facts alone (DESIGN §5.1, §5.2, §5.5, §6).
+"""What the indexer does with an event, decided from facts alone.
+
+See docs/design/guarantees.md (#order-guard, #tombstones-win, #same-content-same-chunks)
+and docs/design/deletion.md.
 
 Pure functions: the adapter reads the facts inside its transaction (was the event already
 claimed, what the document holds now), these functions decide, and the adapter executes the
@@ -32,7 +35,7 @@ class ChangeDecision:
 
     `keep_version` names the current version a metadata-only change re-stamps;
     `lost_principals` are principals of the current ACL the new version drops: they lose
-    every version, history included (a revocation, DESIGN §6).
+    every version, history included (a revocation, docs/design/deletion.md).
     """
 
     outcome: Outcome

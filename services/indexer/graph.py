@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 
 from govindex.core.records import slugify
-from indexer.parsers.markdown import Frontmatter, FrontmatterLike
+from indexer.frontmatter import Frontmatter, FrontmatterLike
 
 
 @dataclass(frozen=True)

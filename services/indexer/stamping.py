@@ -20,7 +20,7 @@ from govindex.core.records import (
     SourceManifest,
     TrustLevel,
 )
-from indexer.parsers.markdown import Frontmatter, FrontmatterLike
+from indexer.frontmatter import Frontmatter, FrontmatterLike
 
 
 def resolve_access(
@@ -62,7 +62,10 @@ def resolve_access(
 def resolve_validity(
     manifest: SourceManifest, event: DocumentChanged, frontmatter: FrontmatterLike
 ) -> tuple[datetime, datetime | None]:
-    """Valid time from the event, else frontmatter, else [observed_at, open end) (DESIGN §3)."""
+    """Valid time from the event, else frontmatter, else [observed_at, open end).
+
+    See docs/design/records.md.
+    """
     fm = Frontmatter.of(frontmatter)
     from_field = manifest.valid_time_field or "valid_from"
     valid_from = event.valid_from or fm.time(from_field)
@@ -163,7 +166,7 @@ class StampContext:
     version_sequence: int | None = None  # when re-stamping a stored version (reparse)
 
 
-# Long: every stamped field of a chunk in one constructor call (DESIGN §3).
+# Long: every stamped field of a chunk in one constructor call (docs/design/records.md).
 def stamp_chunks(ctx: StampContext, drafts: Sequence[ChunkDraft]) -> list[Chunk]:
     """Bind each draft to its source, version, span, time, access and structure."""
     event = ctx.event

@@ -1,4 +1,5 @@
-"""DESIGN §5.9 through the real pipeline and CLI: a YAML alias bomb is refused once, with its
+"""docs/design/guarantees.md#hostile-input-stays-small through the real pipeline and CLI: a YAML
+alias bomb is refused once, with its
 reason, stores nothing, and blocks nothing behind it; the CLI's error stays small."""
 
 from __future__ import annotations

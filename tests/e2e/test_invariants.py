@@ -1,4 +1,5 @@
-"""DESIGN §5 invariants, each proven on the real embedded servers through the real workers."""
+"""docs/design/guarantees.md invariants, each proven on the real embedded servers through the real
+workers."""
 
 from __future__ import annotations
 

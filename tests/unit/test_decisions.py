@@ -1,4 +1,8 @@
-"""The indexer's decisions, as pure functions of the facts (DESIGN §5.1, §5.2, §5.5, §6)."""
+"""The indexer's decisions, as pure functions of the facts.
+
+See docs/design/guarantees.md (#order-guard, #tombstones-win, #same-content-same-chunks)
+and docs/design/deletion.md.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""DESIGN §5.9 for YAML: aliases, depth, long numbers and oversized fields are refused small,
+"""docs/design/guarantees.md#hostile-input-stays-small for YAML: aliases, depth, long numbers and
+oversized fields are refused small,
 with a reason, before anything is built from them (frontmatter, manifests, YAML files)."""
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from govindex.core.errors import InvalidFrontmatter, ManifestError, MissingAcl
 from govindex.core.events import DocumentChanged
 from govindex.core.manifests import load_manifests
 from govindex.core.records import SourceManifest
+from indexer.frontmatter import Classification, Frontmatter
 from indexer.graph import extract_edges
 from indexer.parsers import PARSERS, split_frontmatter
-from indexer.parsers.markdown import Classification, Frontmatter, MarkdownParser
+from indexer.parsers.markdown import MarkdownParser
 from indexer.stamping import resolve_access, resolve_validity
 from tests.support.builders import change_payload
 from tests.support.builders import manifest as source_manifest

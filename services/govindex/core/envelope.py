@@ -87,7 +87,7 @@ def encode(
     extensions: dict[str, str | int] | None = None,
     cause: Mapping[str, Any] | None = None,
 ) -> KafkaRecord:
-    """Build a binary-mode CloudEvent for `payload`, keyed by `key` (DESIGN §4).
+    """Build a binary-mode CloudEvent for `payload`, keyed by `key` (docs/design/events.md).
 
     It carries W3C trace context (core.tracing): a child of `cause`, the attributes of the
     event that caused it, else of the current span, else a new trace."""

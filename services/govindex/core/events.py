@@ -1,4 +1,7 @@
-"""Event payloads (past tense, versioned) and their deterministic identities (DESIGN §4)."""
+"""Event payloads (past tense, versioned) and their deterministic identities.
+
+See docs/design/events.md.
+"""
 
 from __future__ import annotations
 
@@ -153,7 +156,7 @@ ACCESS_REVOKED = f"{EVENT_PREFIX}.access.revoked.v1"
 
 
 class AccessRevoked(DocumentPayload):
-    """Principals lost access to a document: a deletion for them (DESIGN §6)."""
+    """Principals lost access to a document: a deletion for them (docs/design/deletion.md)."""
 
     principals: list[str] = Field(min_length=1)
     revoked_at: AwareDatetime

@@ -1,4 +1,7 @@
-"""The records govindex keeps: source manifests, document versions and chunks (DESIGN §3)."""
+"""The records govindex keeps: source manifests, document versions and chunks.
+
+See docs/design/records.md.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The embedded stack: real servers from pip wheels, on loopback, with free ports (DESIGN §8).
+"""The embedded stack: real servers from pip wheels, on loopback, with free ports.
+
+See docs/design/components.md.
 
 PostgreSQL keeps its data under the state dir; the broker and the index are memory-only.
 PostgreSQL and Redis ask for a password generated here (PostgreSQL's kept in the state dir,

@@ -6,9 +6,10 @@ from pathlib import PurePosixPath
 
 from govindex.core.errors import InvalidEvent, ParserFailed, PermanentError
 from govindex.core.inputs import quote
+from indexer.frontmatter import split_frontmatter
 from indexer.parsers.base import ParsedDocument, Parser, SizePolicy
 from indexer.parsers.code import HclParser, JsonParser, PythonParser, YamlParser
-from indexer.parsers.markdown import MarkdownParser, split_frontmatter
+from indexer.parsers.markdown import MarkdownParser
 from indexer.parsers.tabular import CsvParser
 from indexer.parsers.text import PlainTextParser
 

@@ -2,7 +2,8 @@
 
 A parser cuts a document into disjoint, contiguous segments in document order; structure
 is expressed by parent links, not by nested spans, so the spans of a document's chunks
-cover its body with nothing but whitespace between them (DESIGN §5.6). Text repeated from
+cover its body with nothing but whitespace between them
+(docs/design/guarantees.md#chunks-are-faithful). Text repeated from
 elsewhere for a reader (a table's header) travels in `context`, never in the chunk text.
 """
 

@@ -95,10 +95,10 @@ class ChunkStoreContract:
     async def test_an_event_is_claimed_once(self, store: ChunkStore) -> None:
         event = unique("event")
         async with store.transaction() as tx:
-            assert await tx.claim("indexer", event)
+            assert await tx.claim_all("indexer", [event]) == {event}
         async with store.transaction() as tx:
-            assert not await tx.claim("indexer", event)
-            assert await tx.claim("purger", event)  # claims are per consumer
+            assert await tx.claim_all("indexer", [event]) == set()
+            assert await tx.claim_all("purger", [event]) == {event}  # claims are per consumer
 
     async def test_a_batch_claims_each_event_id_once(self, store: ChunkStore) -> None:
         a, b = unique("event"), unique("event")
@@ -132,12 +132,12 @@ class ChunkStoreContract:
     ) -> None:
         newer, older = version_plan(source, "g.md", 5, OTHER), version_plan(source, "g.md", 3, TEXT)
         async with store.transaction() as tx:
-            result = await tx.insert_version(newer)
-            await tx.mark_active(newer, result.version_id)
+            (result,) = await tx.insert_versions([newer])
+            await tx.mark_active_all([(newer, result.version_id)])
         async with store.transaction() as tx:  # a writer that skipped the order guard
-            await tx.mark_active(older, older.version_id)
+            await tx.mark_active_all([(older, older.version_id)])
         async with store.transaction() as tx:
-            held = await tx.lock(newer.key)
+            held = (await tx.lock_all([newer.key])).get(newer.key)
         assert held is not None and held.last_sequence == 5
         assert held.current_content_hash == newer.content_hash
 
@@ -165,12 +165,12 @@ class ChunkStoreContract:
     ) -> None:
         plan = version_plan(source, "a.md", 1, TEXT)
         async with store.transaction() as tx:
-            assert await tx.lock(plan.key) is None
-            result = await tx.insert_version(plan)
-            await tx.mark_active(plan, result.version_id)
+            assert (await tx.lock_all([plan.key])).get(plan.key) is None
+            (result,) = await tx.insert_versions([plan])
+            await tx.mark_active_all([(plan, result.version_id)])
         assert result.outcome == "indexed" and result.chunk_count == len(plan.chunks)
         async with store.transaction() as tx:
-            held = await tx.lock(plan.key)
+            held = (await tx.lock_all([plan.key])).get(plan.key)
         assert held is not None and held.active and held.last_sequence == 1
         assert held.current_content_hash == plan.content_hash
         assert held.current_parser == (plan.parser, plan.parser_version)
@@ -187,19 +187,20 @@ class ChunkStoreContract:
         self, store: ChunkStore, source: SourceManifest
     ) -> None:
         plan = version_plan(source, "b.md", 1, TEXT)
+        event = "rolled-back-" + plan.version_id
 
         async def crash_before_commit() -> None:
             async with store.transaction() as tx:
-                assert await tx.claim("indexer", "rolled-back-" + plan.version_id)
-                await tx.insert_version(plan)
-                await tx.mark_active(plan, plan.version_id)
+                assert await tx.claim_all("indexer", [event]) == {event}
+                await tx.insert_versions([plan])
+                await tx.mark_active_all([(plan, plan.version_id)])
                 raise RuntimeError("crash before commit")
 
         with pytest.raises(RuntimeError):
             await crash_before_commit()
         async with store.transaction() as tx:
-            assert await tx.lock(plan.key) is None
-            assert await tx.claim("indexer", "rolled-back-" + plan.version_id)
+            assert (await tx.lock_all([plan.key])).get(plan.key) is None
+            assert await tx.claim_all("indexer", [event]) == {event}
         assert await store.chunks_changed_by(plan.key, 1) == []
 
     async def test_a_new_version_supersedes_and_ends_the_older_one(
@@ -211,8 +212,8 @@ class ChunkStoreContract:
         )
         for plan in (first, second):
             async with store.transaction() as tx:
-                result = await tx.insert_version(plan)
-                await tx.mark_active(plan, result.version_id)
+                (result,) = await tx.insert_versions([plan])
+                await tx.mark_active_all([(plan, result.version_id)])
         old = await store.chunks_of_version(first.version_id)
         assert old and all(c.superseded_at is not None for c in old)
         assert all(c.valid_to == second.valid_from for c in old)
@@ -223,13 +224,13 @@ class ChunkStoreContract:
     ) -> None:
         plan = version_plan(source, "d.md", 1, TEXT, acl=["group:eng", "group:sre"])
         async with store.transaction() as tx:
-            result = await tx.insert_version(plan)
-            await tx.mark_active(plan, result.version_id)
+            (result,) = await tx.insert_versions([plan])
+            await tx.mark_active_all([(plan, result.version_id)])
         narrowed = version_plan(source, "d.md", 2, TEXT, acl=["group:eng"])
         async with store.transaction() as tx:
             await tx.revoke_principals(narrowed.key, ["group:sre"], 2)
             updated = await tx.update_metadata(narrowed, plan.version_id)
-            await tx.mark_active(narrowed, updated.version_id)
+            await tx.mark_active_all([(narrowed, updated.version_id)])
         assert updated.outcome == "metadata_updated" and updated.version_id == plan.version_id
         chunks = await store.chunks_of_version(plan.version_id)
         assert {c.chunk_id for c in chunks} == {c.chunk_id for c in plan.chunks}
@@ -240,8 +241,8 @@ class ChunkStoreContract:
     ) -> None:
         plan = version_plan(source, "e.md", 1, TEXT, acl=["group:sre"])
         async with store.transaction() as tx:
-            result = await tx.insert_version(plan)
-            await tx.mark_active(plan, result.version_id)
+            (result,) = await tx.insert_versions([plan])
+            await tx.mark_active_all([(plan, result.version_id)])
             await tx.revoke_principals(plan.key, ["group:sre"], 2)
         chunks = await store.chunks_of_version(plan.version_id)
         assert chunks and all("group:sre" not in c.acl and len(c.acl) == 1 for c in chunks)
@@ -251,11 +252,11 @@ class ChunkStoreContract:
     ) -> None:
         plan = version_plan(source, "f.md", 1, TEXT)
         async with store.transaction() as tx:
-            result = await tx.insert_version(plan)
-            await tx.mark_active(plan, result.version_id)
+            (result,) = await tx.insert_versions([plan])
+            await tx.mark_active_all([(plan, result.version_id)])
         async with store.transaction() as tx:
             tombstoned = await tx.record_tombstone(tombstone_plan(source, "f.md", 2))
-            held = await tx.lock(plan.key)
+            held = (await tx.lock_all([plan.key])).get(plan.key)
         assert tombstoned.outcome == "tombstoned" and tombstoned.chunk_count == len(plan.chunks)
         assert held is not None and not held.active and held.last_sequence == 2
         assert all(c.superseded_at is not None for c in await store.chunks_changed_by(plan.key, 2))
@@ -266,7 +267,7 @@ class ChunkStoreContract:
         key = DocumentKey(source.tenant, source.source_id, "never.md")
         async with store.transaction() as tx:
             await tx.record_tombstone(tombstone_plan(source, "never.md", 5))
-            held = await tx.lock(key)
+            held = (await tx.lock_all([key])).get(key)
         assert held is not None and not held.active and held.last_sequence == 5
 
 
@@ -300,8 +301,8 @@ class PurgeStoreContract:
         source = manifest(unique("s"), unique("t"))
         plan = version_plan(source, "p.md", 1, TEXT)
         async with store.transaction() as tx:
-            result = await tx.insert_version(plan)
-            await tx.mark_active(plan, result.version_id)
+            (result,) = await tx.insert_versions([plan])
+            await tx.mark_active_all([(plan, result.version_id)])
             await tx.record_tombstone(tombstone_plan(source, "p.md", 2))
         tombstone = await purge.tombstone(plan.key, 2)
         assert tombstone is not None and tombstone.purge_state == "pending"

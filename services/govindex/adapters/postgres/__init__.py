@@ -1,1 +1,1 @@
-"""PostgreSQL adapters, one module per aggregate; the system of record (DESIGN §3)."""
+"""PostgreSQL adapters, one module per aggregate; the system of record (docs/design/records.md)."""

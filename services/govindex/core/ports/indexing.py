@@ -50,19 +50,15 @@ class SourceCatalog(Protocol):
 
 class DocumentTransaction(Protocol):
     """One Postgres transaction over a batch of documents: the order guard's home
-    (DESIGN §5.1-2).
+    (docs/design/guarantees.md#order-guard).
 
     A handler claims the events, locks the documents (existing or not) in one sorted order
     and reads their states, decides (pure), then executes the steps of its decisions;
     everything commits together with the outbox messages that announce it, or nothing does.
-    The single-document verbs are the set-based ones for one document.
+    A single document is a batch of one.
     """
 
-    async def claim(self, consumer: str, event_id: str) -> bool: ...
-
     async def claim_all(self, consumer: str, event_ids: Sequence[str]) -> set[str]: ...
-
-    async def lock(self, key: DocumentKey) -> DocumentState | None: ...
 
     async def lock_all(self, keys: Sequence[DocumentKey]) -> dict[DocumentKey, DocumentState]: ...
 
@@ -76,11 +72,7 @@ class DocumentTransaction(Protocol):
         self, key: DocumentKey, principals: Sequence[str], sequence: int
     ) -> None: ...
 
-    async def insert_version(self, plan: VersionPlan) -> ApplyResult: ...
-
     async def update_metadata(self, plan: VersionPlan, version_id: str) -> ApplyResult: ...
-
-    async def mark_active(self, plan: VersionPlan, version_id: str | None) -> None: ...
 
     async def record_tombstone(self, plan: TombstonePlan) -> ApplyResult: ...
 
@@ -117,7 +109,8 @@ class ChunkStore(Protocol):
 
 
 class BlobStore(Protocol):
-    """Content-addressed claim-check blobs (DESIGN §4); written by ConnectorTransaction."""
+    """Content-addressed claim-check blobs (docs/design/events.md); written by
+    ConnectorTransaction."""
 
     async def blob(self, content_hash: str) -> str | None: ...
 

@@ -1,0 +1,263 @@
+"""Planning: from events and document states to plans, pure.
+
+See docs/design/guarantees.md, docs/design/code-map.md.
+
+A create/update is parsed, chunked and stamped into a `VersionPlan`, a delete becomes a
+`TombstonePlan`; then, round by round, the facts a transaction read (which events it
+claimed, what each document holds) decide the steps its unit of work executes. The
+decisions themselves are `indexer.decisions`. Nothing here reads or writes a server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass
+from datetime import datetime
+
+from govindex.core.envelope import Envelope
+from govindex.core.events import DocumentChanged, DocumentDeleted
+from govindex.core.ports import (
+    DocumentKey,
+    DocumentState,
+    GraphEdge,
+    Outcome,
+    TombstonePlan,
+    VersionPlan,
+)
+from govindex.core.records import Chunk, DeletionMode, SourceManifest
+from indexer.decisions import Incoming, decide_change, decide_deletion
+from indexer.frontmatter import Frontmatter
+from indexer.graph import extract_edges
+from indexer.parsers import parse, parser_for
+from indexer.stamping import (
+    StampContext,
+    resolve_access,
+    resolve_validity,
+    stamp_chunks,
+    version_id,
+)
+
+SOURCE_LEVEL_REASONS = frozenset({"source_deleted", "source_disabled"})
+
+
+@dataclass(frozen=True)
+class PlannedEvent:
+    """One event of a batch, ready for the transaction: parsed, chunked and stamped."""
+
+    position: int
+    envelope: Envelope
+    payload: DocumentChanged | DocumentDeleted
+    plan: VersionPlan | TombstonePlan | None  # None: its content was purged, stale at best
+    incoming: Incoming | None = None
+
+    @property
+    def key(self) -> DocumentKey:
+        p = self.payload
+        return DocumentKey(p.tenant_id, p.source_id, p.doc_id)
+
+
+def plan_change(
+    position: int,
+    envelope: Envelope,
+    payload: DocumentChanged,
+    content: str | None,
+    manifest: SourceManifest,
+    *,
+    generation: int,
+    now: datetime,
+) -> PlannedEvent:
+    """A create/update with its version plan; without one when its content is gone (it was
+    deleted and purged at a later sequence: stale at best)."""
+    if content is None:
+        return PlannedEvent(position, envelope, payload, None)
+    plan = plan_version(payload, content, manifest, generation=generation, now=now)
+    incoming = Incoming(
+        sequence=plan.sequence,
+        content_hash=plan.content_hash,
+        parser=plan.parser,
+        parser_version=plan.parser_version,
+        acl=plan.chunks[0].acl if plan.chunks else (),
+        has_chunks=bool(plan.chunks),
+    )
+    return PlannedEvent(position, envelope, payload, plan, incoming)
+
+
+def plan_deletion(
+    position: int,
+    envelope: Envelope,
+    payload: DocumentDeleted,
+    manifest: SourceManifest,
+    *,
+    now: datetime,
+) -> PlannedEvent:
+    """A delete with its tombstone plan."""
+    tombstone = TombstonePlan(
+        **payload.identity(),
+        event_id=envelope.id,
+        reason=payload.reason,
+        deletion_mode=_deletion_mode(manifest, payload),
+        deleted_at=payload.deleted_at,
+        recorded_at=now,
+    )
+    return PlannedEvent(position, envelope, payload, tombstone)
+
+
+def plan_version(
+    payload: DocumentChanged,
+    content: str,
+    manifest: SourceManifest,
+    *,
+    generation: int,
+    now: datetime,
+) -> VersionPlan:
+    """Parse, chunk and stamp a new version (pure; fails with InvalidEvent, of which
+    InvalidFrontmatter, or MissingAcl)."""
+    parser = parser_for(manifest.parser, payload.path or payload.doc_id)
+    parsed = parse(parser, content)
+    frontmatter = Frontmatter.of(parsed.frontmatter)  # InvalidFrontmatter: never stamped
+    valid_from, valid_to = resolve_validity(manifest, payload, frontmatter)
+    ctx = StampContext(
+        manifest=manifest,
+        event=payload,
+        access=resolve_access(manifest, payload, frontmatter),
+        valid_from=valid_from,
+        valid_to=valid_to,
+        recorded_at=now,
+        parser=parser.name,
+        parser_version=parser.version,
+        index_generation=generation,
+    )
+    chunks = stamp_chunks(ctx, parsed.chunks)
+    return VersionPlan(
+        **payload.identity(),
+        content_hash=payload.content_hash,
+        content=content,
+        media_type=payload.media_type,
+        title=payload.title or _title(frontmatter, chunks),
+        path=payload.path,
+        metadata={**payload.metadata, **frontmatter.metadata()},
+        valid_from=valid_from,
+        valid_to=valid_to,
+        observed_at=payload.observed_at,
+        recorded_at=now,
+        parser=parser.name,
+        parser_version=parser.version,
+        chunks=chunks,
+        version_id=version_id(payload.key, payload.sequence),
+        edges=[
+            GraphEdge(e.subject, e.relation, e.object, e.subject_alias, e.object_alias)
+            for e in extract_edges(payload.source_id, payload.doc_id, frontmatter)
+        ],
+    )
+
+
+# --- the steps of a unit of work --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Settle:
+    """Nothing to write: a duplicate, or a stale event."""
+
+    event: PlannedEvent
+    outcome: Outcome
+
+
+@dataclass(frozen=True)
+class RecordTombstone:
+    event: PlannedEvent
+    plan: TombstonePlan
+
+
+@dataclass(frozen=True)
+class ApplyChange:
+    """A new version (`keep_version` None) or a metadata-only re-stamp of `keep_version`;
+    `lost_principals` lose every version first (a revocation)."""
+
+    event: PlannedEvent
+    plan: VersionPlan
+    keep_version: str | None
+    lost_principals: tuple[str, ...]
+
+
+Step = Settle | RecordTombstone | ApplyChange
+
+
+def rounds(events: Sequence[PlannedEvent]) -> list[list[PlannedEvent]]:
+    """The batch in rounds: round r holds each document's r-th event in delivery order
+    (documents in order of first appearance; round 0 holds every document once).
+
+    Exactly what one event at a time would decide: an older version delivered after a
+    newer one is stale, never history. A document is at most once per round, so a round's
+    writes are set-based.
+    """
+    by_key: dict[DocumentKey, list[PlannedEvent]] = {}
+    for event in events:
+        by_key.setdefault(event.key, []).append(event)
+    depth = max((len(q) for q in by_key.values()), default=0)
+    return [[q[r] for q in by_key.values() if len(q) > r] for r in range(depth)]
+
+
+def first_claims(by_round: Sequence[Sequence[PlannedEvent]], fresh: Set[str]) -> frozenset[int]:
+    """The positions of the events that hold their claim: the first copy, in round order,
+    of an id the consumer had not processed (a second copy in the batch is a duplicate)."""
+    unclaimed = set(fresh)
+    claimed: set[int] = set()
+    for batch in by_round:
+        for event in batch:
+            if event.envelope.id in unclaimed:
+                unclaimed.discard(event.envelope.id)
+                claimed.add(event.position)
+    return frozenset(claimed)
+
+
+def plan_round(
+    batch: Sequence[PlannedEvent],
+    claimed: Set[int],
+    states: Mapping[DocumentKey, DocumentState],
+) -> list[Step]:
+    """The steps of one round, in delivery order, from the states its documents hold."""
+    steps: list[Step] = []
+    for event in batch:
+        holds = event.position in claimed
+        steps.append(_step(event, holds, states.get(event.key) if holds else None))
+    return steps
+
+
+def _step(event: PlannedEvent, claimed: bool, state: DocumentState | None) -> Step:
+    plan = event.plan
+    if isinstance(plan, TombstonePlan):
+        outcome = decide_deletion(claimed, state, plan.sequence)
+        if outcome != "tombstoned":
+            return Settle(event, outcome)
+        return RecordTombstone(event, plan)
+    if plan is None or event.incoming is None:  # claimed, so its emission settles
+        return Settle(event, "stale" if claimed else "duplicate")
+    decision = decide_change(claimed, state, event.incoming)
+    if decision.outcome in ("duplicate", "stale"):
+        return Settle(event, decision.outcome)
+    return ApplyChange(event, plan, decision.keep_version, decision.lost_principals)
+
+
+def purged_next(event: PlannedEvent) -> bool:
+    """A purge-mode tombstone: the deletion lane purges its chunks right after."""
+    plan = event.plan
+    return (
+        isinstance(plan, TombstonePlan)
+        and plan.deletion_mode == DeletionMode.TOMBSTONE_AND_PURGE.value
+    )
+
+
+def _title(frontmatter: Frontmatter, chunks: Sequence[Chunk]) -> str | None:
+    if frontmatter.title is not None:
+        return frontmatter.title
+    for chunk in chunks:
+        if chunk.heading_path:
+            return chunk.heading_path[0]
+    return None
+
+
+def _deletion_mode(manifest: SourceManifest, payload: DocumentDeleted) -> str:
+    """A source that is deleted or disabled loses its content whatever its deletion_mode."""
+    if payload.reason in SOURCE_LEVEL_REASONS:
+        return DeletionMode.TOMBSTONE_AND_PURGE.value
+    return manifest.deletion_mode.value

@@ -1,0 +1,141 @@
+"""Preparing: what planning needs, read before any transaction (the manifest, the content),
+then the plans it makes, embedded in one call to the model."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+
+from govindex.core.envelope import Envelope, parse_payload
+from govindex.core.errors import (
+    ContentUnavailable,
+    InvalidEvent,
+    PermanentError,
+    SourceDisabled,
+    UnknownSource,
+)
+from govindex.core.events import DocumentChanged, DocumentDeleted
+from govindex.core.hashing import sha256_hex
+from govindex.core.ports import (
+    BlobStore,
+    ChunkStore,
+    DocumentKey,
+    Embedder,
+    SourceRegistry,
+    VersionPlan,
+)
+from govindex.core.records import SourceManifest
+from indexer.planning import PlannedEvent, plan_change, plan_deletion
+
+
+async def require_source(
+    registry: SourceRegistry, tenant_id: str, source_id: str, *, deletion: bool = False
+) -> SourceManifest:
+    manifest = await registry.get(tenant_id, source_id)
+    if manifest is None:
+        raise UnknownSource(
+            f"source {source_id!r} of tenant {tenant_id!r} is not registered; register it with "
+            "`govindex source apply MANIFEST.yaml` and replay the event"
+        )
+    if not manifest.enabled and not deletion:  # a deletion is always honoured
+        raise SourceDisabled(
+            f"source {source_id!r} is disabled in its manifest; events from it are refused"
+        )
+    return manifest
+
+
+async def prepare_batch(
+    envelopes: Sequence[Envelope],
+    *,
+    registry: SourceRegistry,
+    blobs: BlobStore,
+    store: ChunkStore,
+    generation: int,
+    now: datetime,
+) -> tuple[list[PlannedEvent], dict[int, PermanentError]]:
+    """Every event planned, in order; or, by position, the permanent error that
+    dead-letters it (an invalid payload, an unknown or disabled source, missing or altered
+    content, what parsing and stamping refuse)."""
+    planned: list[PlannedEvent] = []
+    refused: dict[int, PermanentError] = {}
+    for position, envelope in enumerate(envelopes):
+        try:
+            planned.append(
+                await prepare(
+                    position,
+                    envelope,
+                    registry=registry,
+                    blobs=blobs,
+                    store=store,
+                    generation=generation,
+                    now=now,
+                )
+            )
+        except PermanentError as error:
+            refused[position] = error
+        await asyncio.sleep(0)  # parsing is CPU: let the deletion lane in between events
+    return planned, refused
+
+
+async def prepare(
+    position: int,
+    envelope: Envelope,
+    *,
+    registry: SourceRegistry,
+    blobs: BlobStore,
+    store: ChunkStore,
+    generation: int,
+    now: datetime,
+) -> PlannedEvent:
+    payload = parse_payload(envelope)
+    deletion = isinstance(payload, DocumentDeleted)
+    manifest = await require_source(
+        registry, payload.tenant_id, payload.source_id, deletion=deletion
+    )
+    if isinstance(payload, DocumentDeleted):
+        return plan_deletion(position, envelope, payload, manifest, now=now)
+    text = await content(payload, blobs=blobs, store=store)
+    return plan_change(position, envelope, payload, text, manifest, generation=generation, now=now)
+
+
+async def content(payload: DocumentChanged, *, blobs: BlobStore, store: ChunkStore) -> str | None:
+    """The event's text; None when its blob is gone because the document was deleted (and
+    purged) at a later sequence: the event is stale, and its content must stay gone."""
+    text = payload.content
+    if text is None:
+        assert payload.content_ref is not None
+        text = await blobs.blob(payload.content_ref)
+        if text is None:
+            key = DocumentKey(payload.tenant_id, payload.source_id, payload.doc_id)
+            if payload.sequence <= await store.last_sequence(key):
+                return None
+            raise ContentUnavailable(
+                f"claim-check blob {payload.content_ref} is not in Postgres; the producer must "
+                "store the blob before emitting the event"
+            )
+    if sha256_hex(text) != payload.content_hash:
+        raise InvalidEvent(
+            f"content does not match content_hash {payload.content_hash}; the event was "
+            "altered or built wrongly"
+        )
+    return text
+
+
+def embed(planned: list[PlannedEvent], embedder: Embedder | None) -> list[PlannedEvent]:
+    """The events with their chunks' vectors: one call to the model for the whole batch."""
+    if embedder is None:
+        return planned
+    plans = [(i, e.plan) for i, e in enumerate(planned) if isinstance(e.plan, VersionPlan)]
+    texts = [c.text for _, plan in plans for c in plan.chunks]
+    if not texts:
+        return planned
+    vectors = iter(embedder.embed(texts))
+    made_by = (embedder.name, embedder.version)
+    embedded = list(planned)
+    for i, plan in plans:
+        if plan.chunks:
+            own = [next(vectors) for _ in plan.chunks]
+            embedded[i] = replace(embedded[i], plan=replace(plan, vectors=own, embedder=made_by))
+    return embedded
