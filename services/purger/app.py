@@ -11,15 +11,15 @@ from govindex.runtime.composition import Runtime
 from govindex.runtime.subscription import Subscription, subscription
 from purger.handlers import CONSUMER, PurgerPorts, on_tombstones_record
 from purger.retention import RetentionReport, enforce_retention
+from purger.sinks import purge_sinks
 from purger.verify import Verification, verify_purge
 
 
 def purger_ports(rt: Runtime) -> PurgerPorts:
     return PurgerPorts(
         store=rt.purges,
-        index=rt.index,
+        sinks=purge_sinks(store=rt.purges, index=rt.index, cache=rt.cache, lineage=rt.lineage),
         receipts_topic=rt.settings.topics.receipts,
-        lineage=rt.lineage,
         cache=rt.cache,
     )
 

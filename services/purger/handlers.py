@@ -27,13 +27,13 @@ from govindex.core.events import (
     SinkResult,
 )
 from govindex.core.ports import (
+    Deletion,
     DocumentKey,
     Invalidated,
-    Lineage,
     OutboxMessage,
-    PurgeIndex,
+    Purged,
+    PurgeSink,
     PurgeStore,
-    PurgeTarget,
     TaggedCache,
     TombstoneRow,
 )
@@ -47,19 +47,27 @@ CONSUMER = Consumers.PURGER
 @dataclass(frozen=True)
 class PurgerPorts:
     store: PurgeStore
-    index: PurgeIndex
+    sinks: Sequence[PurgeSink]  # in order; see purger.sinks.purge_sinks
     receipts_topic: str
-    lineage: Lineage
-    cache: TaggedCache | None = None
+    cache: TaggedCache | None = None  # revocations evict from it
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
 
-async def purge_document(envelope: Envelope, ports: PurgerPorts) -> DocumentPurged | None:
-    """Remove a deleted document's content from every sink, verify, and write a receipt.
+@dataclass(frozen=True)
+class _Pending:
+    """A deletion whose tombstone is recorded and not yet purged."""
 
-    Postgres first (it is the gate: nothing without a row there can be re-projected), then
-    every OpenSearch generation. A sink that still holds content after its purge raises
-    TransientError so the purge is retried; it is never reported as done. Idempotent.
+    envelope: Envelope
+    payload: DocumentDeleted
+    tombstone: TombstoneRow
+
+
+async def purge_document(envelope: Envelope, ports: PurgerPorts) -> DocumentPurged | None:
+    """Remove a deleted document's content from every sink, verify, and write a receipt:
+    the batch's purge (`purge_batch`) with a batch of one.
+
+    The tombstones topic carries only deletions the indexer recorded: anything else, or
+    one with no tombstone at its sequence, is an InvalidEvent. Idempotent.
     """
     payload = parse_payload(envelope)
     if not isinstance(payload, DocumentDeleted):
@@ -73,15 +81,8 @@ async def purge_document(envelope: Envelope, ports: PurgerPorts) -> DocumentPurg
     if tombstone.purge_state == "purged":
         log.info("purge.already_done", doc_key=payload.key, sequence=payload.sequence)
         return None
-    started = time.monotonic()
-    try:
-        sinks = await _purge_sinks(payload, tombstone, ports)
-        copies, invalidated = await _purge_copies(payload, tombstone, ports)
-        sinks += copies
-    except TransientError as exc:
-        await ports.store.note_failure(tombstone, str(exc))
-        raise
-    return await _complete(envelope, payload, tombstone, sinks, invalidated, ports, started)
+    [receipt] = await _purge([_Pending(envelope, payload, tombstone)], ports)
+    return receipt
 
 
 async def purge_batch(
@@ -91,11 +92,10 @@ async def purge_batch(
     OpenSearch sweep, one refresh and one read-back for the whole batch.
 
     A deletion with no tombstone at its sequence (stale: a newer event got there first) or
-    one already purged returns None. Any sink left holding content raises TransientError
-    (the batch is retried; everything here is idempotent), never a receipt.
+    one already purged returns None; one that is no deletion, its PermanentError.
     """
     results: list[DocumentPurged | PermanentError | None] = [None] * len(envelopes)
-    work: list[tuple[int, Envelope, DocumentDeleted, TombstoneRow]] = []
+    work: list[tuple[int, _Pending]] = []
     for i, envelope in enumerate(envelopes):
         try:
             payload = parse_payload(envelope)
@@ -109,63 +109,72 @@ async def purge_batch(
             continue
         tombstone = await ports.store.tombstone(_key(payload), payload.sequence)
         if tombstone is not None and tombstone.purge_state != "purged":
-            work.append((i, envelope, payload, tombstone))
-    if not work:
-        return results
-    started = time.monotonic()
-    purging = [w for w in work if w[3].deletion_mode == DeletionMode.TOMBSTONE_AND_PURGE.value]
-    try:
-        in_postgres: dict[int, tuple[int, int, int]] = {}
-        for i, _, payload, _ in purging:
-            chunks, versions = await ports.store.purge_content(_key(payload), payload.sequence)
-            left = await ports.store.content_remaining(_key(payload), payload.sequence)
-            in_postgres[i] = (chunks, versions, left)
-        targets = [
-            PurgeTarget(p.tenant_id, p.source_id, p.doc_id, p.sequence, t.chunk_ids)
-            for _, _, p, t in purging
-        ]
-        async with ports.index.first():  # ahead of the documents lanes' bulks
-            removed = await ports.index.delete_documents(targets)
-            remaining = await ports.index.count_documents(targets)
-            if any(remaining):  # ids the tombstone did not know: sweep by query, read again
-                await ports.index.sweep_documents(targets)
-                remaining = await ports.index.count_documents(targets)
-        in_index = {w[0]: (r, left) for w, r, left in zip(purging, removed, remaining, strict=True)}
-        stuck = {i: (in_postgres[i][2], in_index[i][1]) for i in in_postgres}
-        stuck = {i: left for i, left in stuck.items() if any(left)}
-        if stuck:
-            metrics.PURGE_VERIFY_FAILURES.inc(len(stuck))
-            raise TransientError(
-                f"purge of {len(stuck)} documents left content behind (postgres rows, "
-                f"opensearch chunks: {sorted(stuck.values())}); retrying"
-            )
-        for i, envelope, payload, tombstone in work:
-            if i in in_postgres:
-                chunks, versions, _ = in_postgres[i]
-                sinks = _purged(chunks, versions, in_index[i][0])
-            else:
-                sinks = _history_kept()
-            copies, invalidated = await _purge_copies(payload, tombstone, ports)
-            results[i] = await _complete(
-                envelope, payload, tombstone, sinks + copies, invalidated, ports, started
-            )
-    except TransientError as exc:
-        for _, _, _, tombstone in work:
-            await ports.store.note_failure(tombstone, str(exc))
-        raise
+            work.append((i, _Pending(envelope, payload, tombstone)))
+    if work:
+        receipts = await _purge([pending for _, pending in work], ports)
+        for (i, _), receipt in zip(work, receipts, strict=True):
+            results[i] = receipt
     return results
 
 
+async def _purge(batch: Sequence[_Pending], ports: PurgerPorts) -> list[DocumentPurged | None]:
+    """The one fan-out: the batch goes through every sink in order, then each deletion's
+    receipt is written. A sink whose read-back finds content left raises TransientError
+    before the next sink runs (every failure is noted on the batch's tombstones and the
+    batch is retried; everything here is idempotent), never a receipt."""
+    started = time.monotonic()
+    deletions = [_deletion(p.payload, p.tombstone) for p in batch]
+    try:
+        swept = [(sink.name, await _through(sink, deletions)) for sink in ports.sinks]
+        receipts = []
+        for n, pending in enumerate(batch):
+            purged = [(name, by_deletion[n]) for name, by_deletion in swept]
+            receipts.append(await _complete(pending, purged, ports, started))
+    except TransientError as exc:
+        for pending in batch:
+            await ports.store.note_failure(pending.tombstone, str(exc))
+        raise
+    return receipts
+
+
+async def _through(sink: PurgeSink, deletions: Sequence[Deletion]) -> list[Purged]:
+    """One sink's purge of the batch, verified: content left behind is retried."""
+    purged = await sink.purge(deletions)
+    left = {d.doc_key: p.remaining for d, p in zip(deletions, purged, strict=True) if p.remaining}
+    if left:
+        metrics.PURGE_VERIFY_FAILURES.inc(len(left))
+        raise TransientError(
+            f"purge of {len(left)} documents left content behind in {sink.name} "
+            f"(entries left: {left}); retrying"
+        )
+    return purged
+
+
+def _deletion(payload: DocumentDeleted, tombstone: TombstoneRow) -> Deletion:
+    return Deletion(
+        key=_key(payload),
+        sequence=payload.sequence,
+        chunk_ids=tombstone.chunk_ids,
+        keeps_history=tombstone.deletion_mode != DeletionMode.TOMBSTONE_AND_PURGE.value,
+        reason=payload.reason,
+    )
+
+
 async def _complete(
-    envelope: Envelope,
-    payload: DocumentDeleted,
-    tombstone: TombstoneRow,
-    sinks: list[SinkResult],
-    invalidated: list[Invalidated],
+    pending: _Pending,
+    purged: Sequence[tuple[str, Purged]],
     ports: PurgerPorts,
     started: float,
 ) -> DocumentPurged | None:
     """The receipt, the purge marked done and the event claimed, in one transaction."""
+    envelope, payload, tombstone = pending.envelope, pending.payload, pending.tombstone
+    sinks = [
+        SinkResult(
+            sink=name, removed=p.removed, remaining=p.remaining, verified=True, detail=p.detail
+        )
+        for name, p in purged
+    ]
+    invalidated = [artifact for _, p in purged for artifact in p.invalidated]
     now = ports.clock()
     receipt = DocumentPurged(
         **payload.identity(),
@@ -206,96 +215,6 @@ async def _complete(
             duration_ms=receipt.duration_ms,
         )
     return receipt if done else None
-
-
-def _purged(chunks: int, versions: int, index_entries: int) -> list[SinkResult]:
-    return [
-        SinkResult(
-            sink="postgres",
-            removed=chunks + versions,
-            remaining=0,
-            verified=True,
-            detail=f"{chunks} chunks deleted, {versions} versions emptied",
-        ),
-        SinkResult(sink="opensearch", removed=index_entries, remaining=0, verified=True),
-    ]
-
-
-def _history_kept() -> list[SinkResult]:
-    """deletion_mode tombstone: history before the deletion stays queryable for as_of."""
-    return [
-        SinkResult(
-            sink="postgres",
-            removed=0,
-            remaining=0,
-            verified=True,
-            detail="deletion_mode tombstone: history kept, document no longer current",
-        ),
-        SinkResult(
-            sink="opensearch",
-            removed=0,
-            remaining=0,
-            verified=True,
-            detail="deletion_mode tombstone: validity ended at deleted_at",
-        ),
-    ]
-
-
-async def _purge_sinks(
-    payload: DocumentDeleted, tombstone: TombstoneRow, ports: PurgerPorts
-) -> list[SinkResult]:
-    key, seq = _key(payload), payload.sequence
-    if tombstone.deletion_mode != DeletionMode.TOMBSTONE_AND_PURGE.value:
-        return _history_kept()
-    chunks_removed, versions_emptied = await ports.store.purge_content(key, seq)
-    pg_left = await ports.store.content_remaining(key, seq)
-    ids = (key.tenant_id, key.source_id, key.doc_id)
-    async with ports.index.first():
-        os_removed = await ports.index.delete_document(*ids, seq, tombstone.chunk_ids)
-        os_left = await ports.index.count_document(*ids, seq)
-    if pg_left or os_left:
-        metrics.PURGE_VERIFY_FAILURES.inc()
-        raise TransientError(
-            f"purge of {payload.key} left content behind (postgres rows: {pg_left}, "
-            f"opensearch chunks: {os_left}); retrying"
-        )
-    return _purged(chunks_removed, versions_emptied, os_removed)
-
-
-async def _purge_copies(
-    payload: DocumentDeleted, tombstone: TombstoneRow, ports: PurgerPorts
-) -> tuple[list[SinkResult], list[Invalidated]]:
-    """Caches and stored summaries built from the document: evicted and invalidated in both
-    deletion modes (what they hold was current content, and it no longer is)."""
-    key, chunks = payload.key, tombstone.chunk_ids
-    results = []
-    if ports.cache is None:
-        results.append(
-            SinkResult(
-                sink="redis", removed=0, remaining=0, verified=True, detail="no cache configured"
-            )
-        )
-    else:
-        evicted = await ports.cache.evict_document(key, chunks)
-        left = await ports.cache.count_document(key, chunks)
-        if left:
-            raise TransientError(f"{left} cache entries of {key} survived eviction; retrying")
-        results.append(SinkResult(sink="redis", removed=evicted, remaining=0, verified=True))
-    reason = f"{key} deleted ({payload.reason}) at sequence {payload.sequence}"
-    invalidated = await ports.lineage.invalidate(payload.tenant_id, key, chunks, reason)
-    left = await ports.lineage.remaining(payload.tenant_id, key, chunks)
-    if left:
-        raise TransientError(f"{left} stored summaries of {key} still hold text; retrying")
-    results.append(
-        SinkResult(
-            sink="summaries",
-            removed=len(invalidated),
-            remaining=0,
-            verified=True,
-            detail="text removed, status and reason kept",
-        )
-    )
-    return results, invalidated
 
 
 def _invalidation(

@@ -7,7 +7,14 @@ from typing import Protocol
 
 from govindex.core.errors import GovindexError
 from govindex.core.events import document_key
-from govindex.core.ports import DocumentKey, Lineage, PurgeIndex, TaggedCache, TombstoneRow
+from govindex.core.ports import (
+    DocumentKey,
+    Lineage,
+    PurgeIndex,
+    PurgeTarget,
+    TaggedCache,
+    TombstoneRow,
+)
 from govindex.core.records import DeletionMode
 
 
@@ -59,9 +66,8 @@ async def verify_purge(
         )
     )
     ids = (key.tenant_id, key.source_id, key.doc_id)
-    os_left = (
-        await index.count_document(*ids, sequence) if purge else await index.count_current(*ids)
-    )
+    target = PurgeTarget(*ids, sequence, tombstone.chunk_ids)
+    [os_left] = await index.count_documents([target], current_only=not purge, refresh=True)
     report.sinks.append(("opensearch", os_left, "every generation"))
     doc = document_key(*ids)
     if cache is not None:

@@ -10,6 +10,7 @@ import pytest
 
 from govindex.adapters.opensearch import BulkPolicy, OpenSearchIndex
 from govindex.control.bootstrap import prepare
+from govindex.core.ports import PurgeTarget
 from govindex.core.settings import Settings
 from tests.support.builders import TEXT, manifest, unique, version_plan
 
@@ -69,15 +70,18 @@ async def test_no_bulk_write_starts_while_a_purge_goes_first(settings: Settings)
     source = manifest(unique("s"), unique("t"))
     chunks = version_plan(source, "held.md", 1, TEXT).chunks
     index = OpenSearchIndex(settings.opensearch_url, settings.index_alias)
-    ids = (source.tenant, source.source_id, "held.md")
+    # Every version of the document: as far as a sequence goes.
+    held = PurgeTarget(source.tenant, source.source_id, "held.md", 2**63 - 1, ())
     try:
         async with index.first():
             writing = asyncio.create_task(index.project(chunks))
             await asyncio.sleep(0.5)
             assert not writing.done()
-            assert await index.count_current(*ids) == 0  # nothing sent yet
+            # nothing sent yet
+            assert await index.count_documents([held], current_only=True, refresh=True) == [0]
         result = await asyncio.wait_for(writing, timeout=30)
         assert (result.taken, dict(result.rejected)) == (len(chunks), {})
-        assert await index.count_current(*ids) == len(chunks)
+        current = await index.count_documents([held], current_only=True, refresh=True)
+        assert current == [len(chunks)]
     finally:
         await index.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from govindex.core.ports import PurgeIndex, SearchIndex, TaggedCache
+from govindex.core.ports import PurgeIndex, PurgeTarget, SearchIndex, TaggedCache
 from tests.support.builders import TEXT, manifest, unique, version_plan
 
 
@@ -45,11 +45,15 @@ class SearchIndexContract:
         await index.upsert(plan.chunks)
         ids: Sequence[str] = [c.chunk_id for c in plan.chunks]
         key = (source.tenant, source.source_id, "y.md")
-        assert await purge.count_document(*key) == len(ids)
-        assert await purge.delete_document(*key, 1, ids) >= len(ids)
-        assert await purge.count_document(*key, 1) == 0
+        deleted = PurgeTarget(*key, 1, ids)
+        every_version = PurgeTarget(*key, 2**63 - 1, ids)  # as far as a sequence goes
+        assert await purge.count_documents([every_version], refresh=True) == [len(ids)]
+        [removed] = await purge.delete_documents([deleted])
+        await purge.sweep_documents([deleted])
+        assert removed >= len(ids)
+        assert await purge.count_documents([deleted], refresh=True) == [0]
         await index.upsert(plan.chunks)  # a replay of the old write cannot bring it back
-        assert await purge.count_document(*key) == 0
+        assert await purge.count_documents([every_version], refresh=True) == [0]
 
 
 class TaggedCacheContract:

@@ -44,31 +44,29 @@ class PurgeTarget:
 
 
 class PurgeIndex(Protocol):
+    """Purges by batch: every call takes a batch of targets (a document alone is a batch
+    of one); deletes and counts answer per target, in order."""
+
     def first(self) -> AbstractAsyncContextManager[None]:
         """While held, this process sends no new bulk write: a purge's requests go ahead of
         the documents lanes' traffic instead of queueing behind it."""
         ...
 
-    async def delete_documents(self, targets: Sequence[PurgeTarget]) -> list[int]: ...
+    async def delete_documents(self, targets: Sequence[PurgeTarget]) -> list[int]:
+        """Delete the targets' known chunks from every generation, with versions no
+        pre-deletion write can beat; per target, the entries removed."""
+        ...
 
-    async def sweep_documents(self, targets: Sequence[PurgeTarget]) -> int: ...
+    async def sweep_documents(self, targets: Sequence[PurgeTarget]) -> int:
+        """Delete by query whatever any generation still holds of the targets."""
+        ...
 
-    async def count_documents(self, targets: Sequence[PurgeTarget]) -> list[int]: ...
-
-    async def delete_document(
-        self,
-        tenant_id: str,
-        source_id: str,
-        doc_id: str,
-        up_to_sequence: int,
-        chunk_ids: Sequence[str],
-    ) -> int: ...
-
-    async def count_document(
-        self, tenant_id: str, source_id: str, doc_id: str, up_to_sequence: int | None = None
-    ) -> int: ...
-
-    async def count_current(self, tenant_id: str, source_id: str, doc_id: str) -> int: ...
+    async def count_documents(
+        self, targets: Sequence[PurgeTarget], *, current_only: bool = False, refresh: bool = False
+    ) -> list[int]:
+        """Read-back: per target, the chunks any generation still holds (`current_only`:
+        those not superseded). `refresh` first makes every earlier write visible."""
+        ...
 
 
 class CandidateIndex(Protocol):

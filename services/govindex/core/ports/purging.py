@@ -1,12 +1,15 @@
-"""What the purger fans out to besides the projection: tombstones and receipts, retention,
-caches and the lineage of derived artifacts."""
+"""What the purger fans out to: the purge sinks, and (besides the projection) the ports
+behind them: tombstones and receipts, retention, caches and the lineage of derived
+artifacts."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from govindex.core.events import document_key
 from govindex.core.ports.values import (
     DocumentKey,
     ExpiredVersion,
@@ -14,6 +17,47 @@ from govindex.core.ports.values import (
     OutboxMessage,
     TombstoneRow,
 )
+
+
+@dataclass(frozen=True)
+class Deletion:
+    """One document's deletion as every purge sink sees it."""
+
+    key: DocumentKey
+    sequence: int
+    chunk_ids: Sequence[str]
+    keeps_history: bool  # deletion_mode tombstone: content stays for as_of; copies still go
+    reason: str  # why the source deleted it
+
+    @property
+    def doc_key(self) -> str:
+        return document_key(self.key.tenant_id, self.key.source_id, self.key.doc_id)
+
+
+@dataclass(frozen=True)
+class Purged:
+    """What one sink removed of one deletion, and what its read-back found left."""
+
+    removed: int
+    remaining: int
+    detail: str = ""
+    # Derived artifacts invalidated on the way, for the receipt to announce.
+    invalidated: Sequence[Invalidated] = ()
+
+
+class PurgeSink(Protocol):
+    """One place a deleted document's content lives (Postgres, the index, caches, stored
+    summaries), purged a batch at a time: a single deletion is a batch of one.
+
+    `purge` removes what each deletion covers and reads it back in the same call (the
+    read-back may decide a second pass, and belongs inside the same hold on the sink):
+    one `Purged` per deletion, in order. Idempotent; `remaining > 0` means content
+    survived and the purge must be retried, never reported done.
+    """
+
+    name: str  # as the receipt names it
+
+    async def purge(self, deletions: Sequence[Deletion]) -> list[Purged]: ...
 
 
 class PurgeStore(Protocol):
