@@ -36,7 +36,7 @@ from govindex.core.records import SourceManifest
 from govindex.core.settings import Settings
 from govindex.devstack.embedded import EmbeddedStack
 from govindex.runtime.composition import Runtime
-from ingest.app import ingest_folder
+from ingest.app import sync_source
 from reader.app import read_service
 from reader.models import PackRequest, SearchRequest
 
@@ -340,13 +340,13 @@ async def main() -> int:
                     for source in ("runbooks", "catalog"):
                         await rt.registry.register(manifest(source))
                     started = time.perf_counter()
-                    await ingest_folder(rt, "runbooks", CORPUS)
+                    await sync_source(rt, "runbooks", CORPUS)
                     v1 = overlay_v1()
                     write(root / "overlay", v1)
-                    await ingest_folder(rt, "catalog", root / "overlay")
+                    await sync_source(rt, "catalog", root / "overlay")
                     await caught_up(rt)
                     write(root / "overlay", overlay_v2(v1))
-                    await ingest_folder(rt, "catalog", root / "overlay")
+                    await sync_source(rt, "catalog", root / "overlay")
                     await caught_up(rt)
                     await rt.index.refresh()
                     print(f"ingested and indexed in {time.perf_counter() - started:.1f}s")

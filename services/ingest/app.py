@@ -1,5 +1,6 @@
 """The connectors' wiring: ports from a Runtime, the webhook server, CDC subscriptions, and the
-ingest verbs that the CLI, the webhook receiver and the demo all call."""
+source-level verbs (sync, reconcile, backfill, delete) that the CLI, `govindex up` and the
+demo call."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import structlog
 
@@ -24,17 +24,17 @@ from ingest.cdc_worker import CdcPorts, apply_change
 from ingest.handlers import (
     IngestContext,
     IngestReport,
-    Snapshot,
+    SourceView,
+    Versions,
     backfill_documents,
     delete_document,
     delete_source,
     fingerprint_versions,
     git_versions,
-    ingest_snapshot,
+    sync_snapshot,
 )
-from ingest.receiver import ReceiverPorts, build_app, git_view, reconcile_source
-from ingest.reconcile import Drift, SourceView
-from ingest.reconcile import reconcile as reconcile_snapshot
+from ingest.receiver import ReceiverPorts, build_app, git_view
+from ingest.reconcile import Drift, reconcile_snapshot
 from ingest.sources import DEFAULT_INCLUDE, FolderSnapshot, GitSnapshot
 
 log = structlog.get_logger(__name__)
@@ -65,14 +65,16 @@ def receiver_ports(rt: Runtime) -> ReceiverPorts:
     return ReceiverPorts(
         sources=rt.registry,
         state=rt.ingest_state,
-        emitter=rt.ingest_state,
         deliveries=rt.deliveries,
         topics=rt.settings.topics,
         mirrors=rt.settings.state_dir / "mirrors",
     )
 
 
-# --- ingest verbs -------------------------------------------------------------------------
+# --- sync and reconcile ------------------------------------------------------------------
+# sync: emit what changed in a source since what was last emitted for it (the connector
+# state's fingerprints). reconcile: compare a source with what the index holds, and emit
+# the difference (anti-entropy).
 
 
 @dataclass(frozen=True)
@@ -81,79 +83,28 @@ class Filters:
     exclude: Sequence[str] = ()
 
 
-async def ingest_git(
-    rt: Runtime,
-    source_id: str,
-    repo: Path,
-    rev: str = "HEAD",
-    filters: Filters = Filters(),
-    progress: Progress | None = None,
-) -> tuple[IngestReport, str]:
-    """Emit the difference between a local repository at `rev` and what was last emitted."""
-    snapshot = GitSnapshot(repo, rev)
-    report = await _ingest(
-        rt,
-        source_id,
-        snapshot,
-        versions=git_versions(snapshot),
-        observed_at=snapshot.committed_at,
-        deletion_version=snapshot.source_version,
-        filters=filters,
-        progress=progress,
-    )
-    return report, snapshot.sha
+@dataclass(frozen=True)
+class GitCheckout:
+    """A local git repository at a revision."""
 
-
-async def ingest_folder(
-    rt: Runtime,
-    source_id: str,
-    folder: Path,
-    filters: Filters = Filters(),
-    progress: Progress | None = None,
-) -> IngestReport:
-    """The same for a plain folder; a file's version is the hash of its bytes. The folder
-    is remembered, so `reconcile` (and `govindex up`) can compare it with the index later."""
-    manifest = await registered(rt, source_id)
-    view = folder_view(rt, manifest, folder, filters)
-    report = await ingest_snapshot(
-        view.snapshot, view.ctx, state=rt.ingest_state, emitter=rt.ingest_state, progress=progress
-    )
-    await rt.ingest_state.set_checkpoint(manifest.tenant, manifest.source_id, view.checkpoint)
-    return report
+    repo: Path
+    rev: str = "HEAD"
 
 
 FOLDER = "path:"  # a folder source's checkpoint: where it was last read
 
-
-def folder_view(
-    rt: Runtime, manifest: SourceManifest, folder: Path, filters: Filters = Filters()
-) -> SourceView:
-    snapshot = FolderSnapshot(folder)
-    ctx = IngestContext(
-        manifest=manifest,
-        topics=rt.settings.topics,
-        versions=fingerprint_versions(snapshot.observed_at),
-        observed_at=snapshot.observed_at,
-        deletion_version=f"folder:{snapshot.observed_at.isoformat()}",
-        include=tuple(filters.include or DEFAULT_INCLUDE),
-        exclude=tuple(filters.exclude),
-    )
-    return SourceView(snapshot, ctx, checkpoint=f"{FOLDER}{folder.resolve()}")
+Reader = Callable[[], Awaitable[SourceView]]
 
 
-async def _ingest(
+def _context(
     rt: Runtime,
-    source_id: str,
-    snapshot: Any,
-    *,
-    versions: Any,
+    manifest: SourceManifest,
+    versions: Versions,
     observed_at: datetime,
     deletion_version: str,
     filters: Filters,
-    progress: Progress | None,
-) -> IngestReport:
-    manifest = await registered(rt, source_id)
-    ctx = IngestContext(
+) -> IngestContext:
+    return IngestContext(
         manifest=manifest,
         topics=rt.settings.topics,
         versions=versions,
@@ -162,9 +113,125 @@ async def _ingest(
         include=tuple(filters.include or DEFAULT_INCLUDE),
         exclude=tuple(filters.exclude),
     )
-    return await ingest_snapshot(
-        snapshot, ctx, state=rt.ingest_state, emitter=rt.ingest_state, progress=progress
+
+
+def folder_view(
+    rt: Runtime, manifest: SourceManifest, folder: Path, filters: Filters = Filters()
+) -> SourceView:
+    """A folder as read now; its checkpoint remembers where it was read."""
+    snapshot = FolderSnapshot(folder)
+    observed_at = snapshot.observed_at
+    deletion_version = f"folder:{observed_at.isoformat()}"
+    versions = fingerprint_versions(observed_at)
+    ctx = _context(rt, manifest, versions, observed_at, deletion_version, filters)
+    return SourceView(snapshot, ctx, checkpoint=f"{FOLDER}{folder.resolve()}")
+
+
+async def sync_source(
+    rt: Runtime,
+    source_id: str,
+    origin: Path | GitCheckout,
+    filters: Filters = Filters(),
+    progress: Progress | None = None,
+) -> tuple[IngestReport, str]:
+    """Sync a source from a local origin (`govindex ingest git|path`): emit what differs
+    between it and what was last emitted for the source (see `sync_snapshot`).
+
+    `origin` is a folder (a file's version is the hash of its bytes) or a git repository at
+    a revision (`git:<sha>` of the commit that last changed the file). A folder is recorded
+    as the source's checkpoint, so `reconcile_source` (and `govindex up`) can compare it
+    with the index later; a checkout is not. Returns the report and the snapshot's own
+    version (`git:<sha>` of the checkout, `folder:<time read>`).
+    """
+    if isinstance(origin, GitCheckout):
+        snapshot = GitSnapshot(origin.repo, origin.rev)  # a bad repository is told first
+        manifest = await registered(rt, source_id)
+        versions, version = git_versions(snapshot), snapshot.source_version
+        ctx = _context(rt, manifest, versions, snapshot.committed_at, version, filters)
+        view = SourceView(snapshot, ctx, checkpoint=None)
+    else:
+        view = folder_view(rt, await registered(rt, source_id), origin, filters)
+    report = await sync_snapshot(view, state=rt.ingest_state, progress=progress)
+    return report, view.ctx.deletion_version
+
+
+async def reconcile_source(
+    rt: Runtime, source_id: str
+) -> tuple[SourceManifest, Drift, IngestReport]:
+    """Make the index equal to a source (see `reconcile_snapshot`): a git source's branch
+    head (its mirror fetched now), or a folder source's folder (the manifest's
+    `folder.path`, else where `govindex ingest path` last read it).
+
+    The backstop for a missed webhook, a lost event or a dead-lettered one.
+    """
+    manifest = await registered(rt, source_id)
+    read = await _reader(rt, manifest)
+    if read is None:
+        raise SourceRefused(
+            f"source {source_id!r} has no `git` section (remote_url, branch) and no `folder` "
+            "section (path) in its manifest, and was never ingested with `govindex ingest "
+            "path`: there is nothing to compare the index with. Add one of the sections"
+        )
+    view = await read()
+    drift, report = await reconcile_snapshot(view, catalog=rt.registry, state=rt.ingest_state)
+    return manifest, drift, report
+
+
+async def reconcile_sources(rt: Runtime) -> dict[str, str]:
+    """Reconcile every enabled git and folder source (anti-entropy at start); CDC sources
+    replay from their own log. Returns a line per source; a failing source is reported,
+    never fatal."""
+    results: dict[str, str] = {}
+    for manifest in await rt.registry.all():
+        if not manifest.enabled or manifest.cdc is not None:
+            continue
+        if manifest.git is None and await _folder_of(rt, manifest) is None:
+            continue
+        try:
+            _, drift, report = await reconcile_source(rt, manifest.source_id)
+        except GovindexError as exc:
+            results[manifest.source_id] = f"not reconciled: {exc}"
+            log.warning("reconcile.failed", source=manifest.source_id, error=str(exc))
+            continue
+        results[manifest.source_id] = (
+            f"{len(drift.missing_or_stale)} missing or stale, {len(drift.only_in_index)} only "
+            f"in the index; emitted {len(report.created)} created, {len(report.updated)} "
+            f"updated, {len(report.deleted)} deleted"
+        )
+        log.info("reconcile.done", source=manifest.source_id, result=results[manifest.source_id])
+    return results
+
+
+async def _reader(rt: Runtime, manifest: SourceManifest) -> Reader | None:
+    """How to read a registered source now: a git source's branch head (its mirror
+    fetched), a folder source's folder; None when the source names neither."""
+    if manifest.git is not None:
+
+        async def git() -> SourceView:
+            return await git_view(manifest, receiver_ports(rt))
+
+        return git
+    folder = await _folder_of(rt, manifest)
+    if folder is None:
+        return None
+    filters = (
+        Filters(manifest.folder.include, manifest.folder.exclude) if manifest.folder else Filters()
     )
+
+    async def local() -> SourceView:
+        return folder_view(rt, manifest, folder, filters)
+
+    return local
+
+
+async def _folder_of(rt: Runtime, manifest: SourceManifest) -> Path | None:
+    if manifest.folder is not None:
+        return Path(manifest.folder.path)
+    position = await rt.ingest_state.checkpoint(manifest.tenant, manifest.source_id)
+    return Path(position.removeprefix(FOLDER)) if position and position.startswith(FOLDER) else None
+
+
+# --- deletions ------------------------------------------------------------------------------
 
 
 async def delete_one(
@@ -176,7 +243,7 @@ async def delete_one(
         manifest,
         doc_id,
         topics=rt.settings.topics,
-        emitter=rt.ingest_state,
+        state=rt.ingest_state,
         deleted_at=datetime.now(UTC),
         reason=reason,
     )
@@ -194,102 +261,16 @@ async def retire_source(rt: Runtime, source_id: str, reason: str) -> list[str]:
         manifest,
         held=await rt.registry.held_documents(source_id),
         topics=rt.settings.topics,
-        emitter=rt.ingest_state,
+        state=rt.ingest_state,
         deleted_at=datetime.now(UTC),
         reason=reason,
     )
-
-
-async def reconcile(rt: Runtime, source_id: str) -> tuple[SourceManifest, Drift, IngestReport]:
-    """Make the index equal to a source: a git source's branch head, or a folder source's
-    folder (the manifest's `folder.path`, else where `govindex ingest path` last read it)."""
-    manifest = await registered(rt, source_id)
-    if manifest.git is not None:
-        drift, report = await reconcile_source(manifest, receiver_ports(rt))
-        return manifest, drift, report
-    folder = await _folder_of(rt, manifest)
-    if folder is None:
-        raise SourceRefused(
-            f"source {source_id!r} has no `git` section (remote_url, branch) and no `folder` "
-            "section (path) in its manifest, and was never ingested with `govindex ingest "
-            "path`: there is nothing to compare the index with. Add one of the sections"
-        )
-    filters = _folder_filters(manifest)
-    view = folder_view(rt, manifest, folder, filters)
-    drift, report = await reconcile_snapshot(view, rt.registry, rt.ingest_state, rt.ingest_state)
-    return manifest, drift, report
-
-
-def _folder_filters(manifest: SourceManifest) -> Filters:
-    return (
-        Filters(manifest.folder.include, manifest.folder.exclude) if manifest.folder else Filters()
-    )
-
-
-async def _folder_of(rt: Runtime, manifest: SourceManifest) -> Path | None:
-    if manifest.folder is not None:
-        return Path(manifest.folder.path)
-    position = await rt.ingest_state.checkpoint(manifest.tenant, manifest.source_id)
-    return Path(position.removeprefix(FOLDER)) if position and position.startswith(FOLDER) else None
-
-
-async def reconcile_all(rt: Runtime) -> dict[str, str]:
-    """Reconcile every enabled git and folder source (anti-entropy at start); CDC sources
-    replay from their own log. Returns a line per source; a failing source is reported,
-    never fatal."""
-    results: dict[str, str] = {}
-    for manifest in await rt.registry.all():
-        if not manifest.enabled or manifest.cdc is not None:
-            continue
-        if manifest.git is None and await _folder_of(rt, manifest) is None:
-            continue
-        try:
-            _, drift, report = await reconcile(rt, manifest.source_id)
-        except GovindexError as exc:
-            results[manifest.source_id] = f"not reconciled: {exc}"
-            log.warning("reconcile.failed", source=manifest.source_id, error=str(exc))
-            continue
-        results[manifest.source_id] = (
-            f"{len(drift.missing_or_stale)} missing or stale, {len(drift.only_in_index)} only "
-            f"in the index; emitted {len(report.created)} created, {len(report.updated)} "
-            f"updated, {len(report.deleted)} deleted"
-        )
-        log.info("reconcile.done", source=manifest.source_id, result=results[manifest.source_id])
-    return results
 
 
 # --- backfill -------------------------------------------------------------------------------
 
 BACKFILL = "backfill"
 BACKFILL_STEP = 100  # documents per step at most (fewer at a low rate)
-
-
-async def _reader(
-    rt: Runtime, manifest: SourceManifest
-) -> Callable[[], Awaitable[tuple[Snapshot, IngestContext]]]:
-    """How a backfill reads its source now: a git source's branch head (fetched), a folder
-    source's folder."""
-    if manifest.git is not None:
-
-        async def git() -> tuple[Snapshot, IngestContext]:
-            view = await git_view(manifest, receiver_ports(rt))
-            return view.snapshot, view.ctx
-
-        return git
-    folder = await _folder_of(rt, manifest)
-    if folder is None:
-        raise SourceRefused(
-            f"source {manifest.source_id!r} has no `git` section and no `folder` section in "
-            "its manifest, and was never ingested with `govindex ingest path`: there is no "
-            "source to read again (a CDC source is backfilled by a Debezium snapshot)"
-        )
-    filters = _folder_filters(manifest)
-
-    async def local() -> tuple[Snapshot, IngestContext]:
-        view = folder_view(rt, manifest, folder, filters)
-        return view.snapshot, view.ctx
-
-    return local
 
 
 async def run_backfill(rt: Runtime, job: Job, progress: Callable[[int, int | None], None]) -> Job:
@@ -303,8 +284,14 @@ async def run_backfill(rt: Runtime, job: Job, progress: Callable[[int, int | Non
     docs = tuple(job.args.get("docs") or ())
     after = str(job.checkpoint.get("after", ""))
     read = await _reader(rt, manifest)
-    snapshot, ctx = await read()
-    present = {f.doc_id for f in snapshot.files(ctx.include, ctx.exclude)}
+    if read is None:
+        raise SourceRefused(
+            f"source {manifest.source_id!r} has no `git` section and no `folder` section in "
+            "its manifest, and was never ingested with `govindex ingest path`: there is no "
+            "source to read again (a CDC source is backfilled by a Debezium snapshot)"
+        )
+    view = await read()
+    present = {f.doc_id for f in view.snapshot.files(view.ctx.include, view.ctx.exclude)}
     known = set(await rt.ingest_state.known(manifest.tenant, manifest.source_id))
     wanted = (d for d in sorted(present | known) if not docs or selected(d, docs, ()))
     scope = [d for d in wanted if d > after]
@@ -323,12 +310,7 @@ async def run_backfill(rt: Runtime, job: Job, progress: Callable[[int, int | Non
                 _bump(counts, "deleted" if gone else "updated" if doc_id in known else "created")
         else:
             report = await backfill_documents(
-                manifest,
-                step,
-                read,
-                state=rt.ingest_state,
-                emitter=rt.ingest_state,
-                op=f"backfill:{job.id}",
+                manifest, step, read, state=rt.ingest_state, op=f"backfill:{job.id}"
             )
             for key, found in (
                 ("created", report.created),
@@ -370,12 +352,7 @@ async def cdc_subscriptions(rt: Runtime, known: Collection[str] = ()) -> list[Su
         if not known:
             log.info("cdc.no_sources")
         return []
-    ports = CdcPorts(
-        registry=rt.registry,
-        ledger=rt.ingest_state,
-        emitter=rt.ingest_state,
-        topics=rt.settings.topics,
-    )
+    ports = CdcPorts(registry=rt.registry, ledger=rt.ingest_state, topics=rt.settings.topics)
     found = []
     for manifest in manifests:
         assert manifest.cdc is not None

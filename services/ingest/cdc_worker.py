@@ -1,4 +1,4 @@
-"""The CDC connector: Debezium topics in, document events out (DESIGN §2, ingest)."""
+"""The CDC connector: Debezium topics in, document events out (docs/design/data-flow.md, ingest)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from govindex.core.envelope import Delivery
 from govindex.core.errors import InvalidEvent, SourceDisabled
 from govindex.core.events import DocumentChanged, DocumentDeleted
 from govindex.core.hashing import sha256_hex
-from govindex.core.ports import CdcLedger, ConnectorTransaction, Emitter, SourceRegistry
+from govindex.core.ports import CdcLedger, ConnectorTransaction, SourceRegistry
 from govindex.core.records import SourceManifest
 from govindex.core.settings import Consumers, Topics
 from ingest.cdc import RowChange, translate
@@ -25,7 +25,6 @@ CONSUMER = Consumers.CDC
 class CdcPorts:
     registry: SourceRegistry
     ledger: CdcLedger
-    emitter: Emitter
     topics: Topics
 
 
@@ -46,7 +45,7 @@ async def apply_change(delivery: Delivery, source_id: str, ports: CdcPorts) -> i
         return 0
     tenant, source = manifest.tenant, manifest.source_id
     if change.op == "truncate":
-        async with ports.emitter.transaction() as tx:
+        async with ports.ledger.transaction() as tx:
             # Marked first: a change of a row from before the truncate that is delivered
             # after it (another partition) must not bring the row back.
             await tx.record_truncate(tenant, source, change.sequence)
@@ -66,7 +65,7 @@ async def apply_change(delivery: Delivery, source_id: str, ports: CdcPorts) -> i
             sequence = last + 1
         else:
             sequence = change.sequence
-        async with ports.emitter.transaction() as tx:
+        async with ports.ledger.transaction() as tx:
             await _delete(tx, manifest, change.doc_id, change, sequence, ports, "deleted_in_source")
         return 1
     assert change.text is not None
@@ -88,7 +87,7 @@ async def apply_change(delivery: Delivery, source_id: str, ports: CdcPorts) -> i
     )
     kind = events.DOCUMENT_UPDATED if last else events.DOCUMENT_CREATED
     # The events and the position commit together, before the Debezium offset moves.
-    async with ports.emitter.transaction() as tx:
+    async with ports.ledger.transaction() as tx:
         await tx.put_blob(content_hash, change.text)
         await tx.emit([document_message(ports.topics, kind, payload, "upsert")])
         await tx.record_position(tenant, source, change.doc_id, change.sequence, deleted=False)

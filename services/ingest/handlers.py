@@ -1,4 +1,5 @@
-"""Ingest handlers: diff a snapshot against what was last emitted, emit the difference.
+"""Ingest handlers: sync a snapshot (emit what differs from what was last emitted for it),
+backfill documents, emit operator deletions.
 
 Emission is durable before it is acknowledged: a batch's sequences, its events (in the
 outbox) and the fingerprints recorded for it commit in one Postgres transaction, and the
@@ -20,7 +21,7 @@ from govindex.core import events
 from govindex.core.envelope import encode_document_event
 from govindex.core.events import DocumentChanged, DocumentDeleted
 from govindex.core.hashing import sha256_hex
-from govindex.core.ports import Emitter, IngestState, OutboxMessage
+from govindex.core.ports import ConnectorState, OutboxMessage
 from govindex.core.records import SourceManifest
 from govindex.core.retry import retry_transient
 from govindex.core.settings import Consumers, Topics
@@ -71,20 +72,31 @@ class IngestContext:
     exclude: Sequence[str]
 
 
-async def ingest_snapshot(
-    snapshot: Snapshot,
-    ctx: IngestContext,
+@dataclass(frozen=True)
+class SourceView:
+    """A source as read now: its files, how to stamp them, and the checkpoint to record
+    once it is synced (None: a read that is not the source's own position to remember)."""
+
+    snapshot: Snapshot
+    ctx: IngestContext
+    checkpoint: str | None
+
+
+async def sync_snapshot(
+    view: SourceView,
     *,
-    state: IngestState,
-    emitter: Emitter,
+    state: ConnectorState,
     progress: Callable[[int, int], None] | None = None,
 ) -> IngestReport:
-    """Emit created / updated / deleted for what differs from the last emitted state.
+    """Emit created / updated / deleted for what differs between the snapshot and what was
+    last emitted for the source (the state's fingerprints), then record the view's checkpoint.
 
     Comparing whole states (not trusting a diff) makes a first run, a re-run after a crash,
     a force push and a missed change all converge to the snapshot. Each batch commits its
     events and its fingerprints together: what is recorded as emitted is in the outbox.
+    Idempotent: a second sync of the same snapshot emits nothing.
     """
+    snapshot, ctx = view.snapshot, view.ctx
     tenant, source = ctx.manifest.tenant, ctx.manifest.source_id
     present = {f.doc_id: f for f in snapshot.files(ctx.include, ctx.exclude)}
     known = await state.known(tenant, source)
@@ -101,7 +113,7 @@ async def ingest_snapshot(
         batch = work[start : start + BATCH]
 
         async def commit(batch: list[tuple[str, tuple[SourceFile, str] | None]] = batch) -> None:
-            async with emitter.transaction() as tx:
+            async with state.transaction() as tx:
                 sequences = await tx.reserve_sequences(tenant, source, [d for d, _ in batch])
                 messages: list[OutboxMessage] = []
                 blobs: list[tuple[str, str]] = []
@@ -131,16 +143,17 @@ async def ingest_snapshot(
                 (report.updated if doc_id in known else report.created).append(doc_id)
         if progress:
             progress(start + len(batch), len(work))
+    if view.checkpoint is not None:
+        await state.set_checkpoint(tenant, source, view.checkpoint)
     return report
 
 
 async def backfill_documents(
     manifest: SourceManifest,
     doc_ids: Sequence[str],
-    read: Callable[[], Awaitable[tuple[Snapshot, IngestContext]]],
+    read: Callable[[], Awaitable[SourceView]],
     *,
-    state: IngestState,
-    emitter: Emitter,
+    state: ConnectorState,
     op: str,
 ) -> IngestReport:
     """Emit the current content of these documents again (a deletion for one the source no
@@ -158,11 +171,12 @@ async def backfill_documents(
     tenant, source = manifest.tenant, manifest.source_id
 
     async def reserve() -> dict[str, int]:
-        async with emitter.transaction() as tx:
+        async with state.transaction() as tx:
             return await tx.reserve_sequences(tenant, source, list(doc_ids))
 
     sequences = await retry_transient(reserve, what="backfill reserve")
-    snapshot, ctx = await read()  # read after reserving: at least as new as any earlier emit
+    view = await read()  # read after reserving: at least as new as any earlier emit
+    snapshot, ctx = view.snapshot, view.ctx
     present = {f.doc_id: f for f in snapshot.files(ctx.include, ctx.exclude, among=set(doc_ids))}
     known = await state.known(tenant, source)
     report = IngestReport()
@@ -185,7 +199,7 @@ async def backfill_documents(
             seen[doc_id] = None
 
     async def commit() -> None:
-        async with emitter.transaction() as tx:
+        async with state.transaction() as tx:
             await tx.put_blobs(blobs)
             await tx.emit(messages)
             # Only where no event was emitted since: a live sync that reserved after this step
@@ -316,13 +330,13 @@ async def delete_document(
     doc_id: str,
     *,
     topics: Topics,
-    emitter: Emitter,
+    state: ConnectorState,
     deleted_at: datetime,
     reason: str,
 ) -> int:
     """Emit a tombstone for one document at its next sequence; return that sequence."""
     tenant, source = manifest.tenant, manifest.source_id
-    async with emitter.transaction() as tx:
+    async with state.transaction() as tx:
         sequence = (await tx.reserve_sequences(tenant, source, [doc_id]))[doc_id]
         payload = _operator_deletion(manifest, doc_id, sequence, deleted_at, reason)
         await tx.emit([document_message(topics, events.DOCUMENT_DELETED, payload, "deleted")])
@@ -335,7 +349,7 @@ async def delete_source(
     *,
     held: dict[str, int],
     topics: Topics,
-    emitter: Emitter,
+    state: ConnectorState,
     deleted_at: datetime,
     reason: str,
 ) -> list[str]:
@@ -345,7 +359,7 @@ async def delete_source(
     doc_ids = sorted(held)
     for start in range(0, len(doc_ids), BATCH):
         batch = doc_ids[start : start + BATCH]
-        async with emitter.transaction() as tx:
+        async with state.transaction() as tx:
             await tx.raise_sequences(tenant, source, {d: held[d] for d in batch})
             sequences = await tx.reserve_sequences(tenant, source, batch)
             await tx.emit(

@@ -2,10 +2,11 @@
 
 A delivery is verified against its source's secret before its payload is read (beyond the
 repository's name, which selects the secret); a push is recognised if redelivered, then the
-source is synchronised from its local mirror: fetch, then diff the branch head against what
-was last emitted. The branch head (not the payload's `after`) is what gets ingested, so
-deliveries that arrive out of order still converge, force pushes reconcile the whole tree
-and renames become delete + create. The payload's file lists are never used.
+source is synced from its local mirror (`sync_snapshot`): fetch, then diff the branch head
+against what was last emitted. The branch head (not the payload's `after`) is what gets
+ingested, so deliveries that arrive out of order still converge, a force push brings the
+whole tree to its new head and renames become delete + create. The payload's file lists
+are never used.
 """
 
 from __future__ import annotations
@@ -23,22 +24,18 @@ import structlog
 from aiohttp import web
 
 from govindex.core.inputs import has_control, quote
-from govindex.core.ports import (
-    ConnectorState,
-    Deliveries,
-    Emitter,
-    SourceCatalog,
-)
+from govindex.core.ports import ConnectorState, Deliveries, SourceCatalog
 from govindex.core.records import SourceManifest
 from govindex.core.settings import Topics
 from ingest.handlers import (
     IngestContext,
     IngestReport,
+    SourceView,
     Versions,
     git_versions,
+    sync_snapshot,
 )
 from ingest.mirror import GitMirror
-from ingest.reconcile import Drift, SourceView, reconcile, sync
 from ingest.sources import GitSnapshot, SourceFile
 from ingest.webhooks import (
     REPOSITORY_FIELD,
@@ -79,7 +76,6 @@ class EmptySnapshot:
 class ReceiverPorts:
     sources: SourceCatalog
     state: ConnectorState
-    emitter: Emitter
     deliveries: Deliveries
     topics: Topics
     mirrors: Path
@@ -115,26 +111,6 @@ async def git_view(manifest: SourceManifest, ports: ReceiverPorts) -> SourceView
         exclude=tuple(git.exclude),
     )
     return SourceView(snapshot, ctx, checkpoint=head or deletion_version)
-
-
-async def sync_source(manifest: SourceManifest, ports: ReceiverPorts) -> IngestReport:
-    """Bring the index of a git source to its branch head (or empty it if the branch is gone).
-
-    Callers hold `ports.lock(source_id)`.
-    """
-    return await sync(await git_view(manifest, ports), ports.state, ports.emitter)
-
-
-async def reconcile_source(
-    manifest: SourceManifest, ports: ReceiverPorts
-) -> tuple[Drift, IngestReport]:
-    """Make the index equal to a git source's branch head (see `ingest.reconcile`).
-
-    The backstop for a missed webhook, a lost event or a dead-lettered one.
-    """
-    async with ports.lock(manifest.source_id):
-        view = await git_view(manifest, ports)
-        return await reconcile(view, ports.sources, ports.state, ports.emitter)
 
 
 async def handle_delivery(
@@ -187,8 +163,8 @@ async def handle_delivery(
         return 200, {"duplicate": push.delivery_id}
     result: dict[str, Any] = {"delivery": push.delivery_id, "sources": {}}
     for manifest in targets:
-        async with ports.lock(manifest.source_id):
-            report = await sync_source(manifest, ports)
+        async with ports.lock(manifest.source_id):  # one fetch and sync of a source at a time
+            report = await sync_snapshot(await git_view(manifest, ports), state=ports.state)
         result["sources"][manifest.source_id] = summary = _summary(report)
         log.info(
             "webhook.synced",

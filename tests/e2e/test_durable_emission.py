@@ -17,7 +17,7 @@ from govindex.control.status import collect_status, render_status
 from govindex.control.workers import Workers
 from govindex.core.envelope import decode
 from govindex.runtime.relay import RelayPolicy
-from ingest.app import ingest_folder
+from ingest.app import sync_source
 from tests.support.pipeline import Pipeline, read_topic, until
 
 pytestmark = pytest.mark.e2e
@@ -69,13 +69,13 @@ async def test_after_a_purge_no_record_on_any_topic_reveals_the_deleted_text(
     folder.mkdir()
     (folder / "secret.md").write_text(f"# Secret\n\nThe code is {secret}.\n")
     (folder / "kept.md").write_text(f"# Kept\n\nThe word is {kept}.\n")
-    await ingest_folder(p.rt, source, folder)
+    await sync_source(p.rt, source, folder)
     await p.wait_caught_up(source)
     (folder / "secret.md").write_text(f"# Secret\n\nThe code is {secret}, still.\n")
-    await ingest_folder(p.rt, source, folder)  # a second version on the topic, too
+    await sync_source(p.rt, source, folder)  # a second version on the topic, too
     await p.wait_caught_up(source)
     (folder / "secret.md").unlink()
-    await ingest_folder(p.rt, source, folder)
+    await sync_source(p.rt, source, folder)
     await p.wait_caught_up(source)
     await p.wait_purged("secret.md", await _last_sequence(p, source, "secret.md"))
 
@@ -113,7 +113,7 @@ async def test_pending_events_are_republished_when_the_broker_lost_its_log(
     relay_only = Workers(rt, run=())  # events reach the broker; nobody applies them yet
     await relay_only.start()
     try:
-        report = await ingest_folder(rt, source, folder)
+        report, _ = await sync_source(rt, source, folder)
         assert len(report.created) == 20
 
         async def unsent() -> int:

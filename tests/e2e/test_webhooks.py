@@ -246,9 +246,9 @@ async def test_reconcile_repairs_a_missed_webhook_and_a_lost_event(
     # Another producer put a document in the index at a high sequence the connector never saw.
     await p.wait_processed(p.publish(p.change("zzz.md", 50, "# Z\nparsnip\n", source=source)))
 
-    from ingest.app import reconcile
+    from ingest.app import reconcile_source
 
-    _, drift, report = await reconcile(p.rt, source)
+    _, drift, report = await reconcile_source(p.rt, source)
     assert drift.missing_or_stale == ["a.md", "c.md"]
     assert drift.only_in_index == ["b.md", "zzz.md"]
     assert (len(report.created), len(report.updated), len(report.deleted)) == (1, 1, 2)

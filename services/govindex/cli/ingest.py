@@ -23,13 +23,7 @@ from govindex.cli.common import (
 )
 from govindex.cli.jobs import Execute, Rate, report, run_job
 from govindex.control.job_requests import BackfillJob
-from ingest.app import (
-    Filters,
-    delete_one,
-    ingest_folder,
-    ingest_git,
-    reconcile,
-)
+from ingest.app import Filters, GitCheckout, delete_one, reconcile_source, sync_source
 from ingest.handlers import IngestReport
 
 app = typer.Typer(help="Emit document events from a local git repository or a folder.")
@@ -111,10 +105,11 @@ def ingest_git_command(
     settings = setup(state_dir, log_level)
     filters = Filters(include or (), exclude or ())
     with progress_bar("emitting events") as progress:
-        report, sha = with_runtime(
-            settings, lambda rt: ingest_git(rt, source, repo, rev, filters, progress)
+        report, version = with_runtime(
+            settings,
+            lambda rt: sync_source(rt, source, GitCheckout(repo, rev), filters, progress),
         )
-    _report(f"{repo} at {sha[:12]}", source, report)
+    _report(f"{repo} at {version.removeprefix('git:')[:12]}", source, report)
     return 0
 
 
@@ -134,8 +129,8 @@ def ingest_path_command(
     settings = setup(state_dir, log_level)
     filters = Filters(include or (), exclude or ())
     with progress_bar("emitting events") as progress:
-        report = with_runtime(
-            settings, lambda rt: ingest_folder(rt, source, folder, filters, progress)
+        report, _ = with_runtime(
+            settings, lambda rt: sync_source(rt, source, folder, filters, progress)
         )
     _report(str(folder), source, report)
     return 0
@@ -154,7 +149,7 @@ def reconcile_command(
     `govindex up` does this for every git and folder source at start.
     """
     settings = setup(state_dir, log_level)
-    manifest, drift, report = with_runtime(settings, lambda rt: reconcile(rt, source))
+    manifest, drift, report = with_runtime(settings, lambda rt: reconcile_source(rt, source))
     against = f"branch {manifest.git.branch}" if manifest.git else "its folder"
     console.print(
         f"reconciled {source} with {against}: "

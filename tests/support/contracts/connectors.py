@@ -13,29 +13,29 @@ from tests.support.builders import unique
 class ConnectorStateContract:
     """ConnectorState and CdcLedger: sequences only grow, fingerprints follow the record.
 
-    Needs the fixture `state`: it is also the Emitter whose transactions write it.
+    Needs the fixture `state`: one object that is both ports; its own transactions write it.
     """
 
     async def test_sequences_strictly_increase_and_can_be_raised(self, state: Any) -> None:
         memory: ConnectorState = state
         tenant, source = unique("t"), unique("s")
-        async with state.transaction() as tx:
+        async with memory.transaction() as tx:
             first = await tx.reserve_sequences(tenant, source, ["a", "b"])
-        async with state.transaction() as tx:
+        async with memory.transaction() as tx:
             second = await tx.reserve_sequences(tenant, source, ["a"])
         assert first == {"a": 1, "b": 1} and second == {"a": 2}
         await memory.raise_sequences(tenant, source, {"a": 40, "b": 0})
-        async with state.transaction() as tx:
+        async with memory.transaction() as tx:
             assert await tx.reserve_sequences(tenant, source, ["a", "b"]) == {"a": 41, "b": 2}
 
     async def test_known_follows_what_was_recorded_and_forgotten(self, state: Any) -> None:
         memory: ConnectorState = state
         tenant, source = unique("t"), unique("s")
-        async with state.transaction() as tx:
+        async with memory.transaction() as tx:
             await tx.reserve_sequences(tenant, source, ["a", "b"])
             await tx.record(tenant, source, {"a": "fp-a", "b": "fp-b"})
         assert await memory.known(tenant, source) == {"a": "fp-a", "b": "fp-b"}
-        async with state.transaction() as tx:
+        async with memory.transaction() as tx:
             await tx.record(tenant, source, {"b": None})
         await memory.forget(tenant, source, ["a"])
         assert await memory.known(tenant, source) == {"a": ""}
@@ -45,12 +45,12 @@ class ConnectorStateContract:
     async def test_a_record_behind_a_newer_reservation_is_skipped(self, state: Any) -> None:
         memory: ConnectorState = state
         tenant, source = unique("t"), unique("s")
-        async with state.transaction() as tx:  # a backfill reserves first...
+        async with memory.transaction() as tx:  # a backfill reserves first...
             early = await tx.reserve_sequences(tenant, source, ["a", "b"])
-        async with state.transaction() as tx:  # ...a live sync reserves and records after it
+        async with memory.transaction() as tx:  # ...a live sync reserves and records after it
             await tx.reserve_sequences(tenant, source, ["a"])
             await tx.record(tenant, source, {"a": "fp-live"})
-        async with state.transaction() as tx:  # the backfill's event for `a` is the older one
+        async with memory.transaction() as tx:  # the backfill's event for `a` is the older one
             await tx.record(tenant, source, {"a": "fp-old", "b": "fp-b"}, at=early)
         assert await memory.known(tenant, source) == {"a": "fp-live", "b": "fp-b"}
 
@@ -89,14 +89,14 @@ class ConnectorStateContract:
         ledger: CdcLedger = state
         tenant, source = unique("t"), unique("s")
         assert await ledger.ledger(tenant, source, "t/1") == (0, False)
-        async with state.transaction() as tx:
+        async with ledger.transaction() as tx:
             await tx.record_position(tenant, source, "t/1", 200, deleted=False)
-        async with state.transaction() as tx:
+        async with ledger.transaction() as tx:
             await tx.record_position(tenant, source, "t/1", 100, deleted=True)  # late, older
         assert await ledger.ledger(tenant, source, "t/1") == (200, False)
-        async with state.transaction() as tx:
+        async with ledger.transaction() as tx:
             await tx.record_position(tenant, source, "t/2", 300, deleted=False)
-        async with state.transaction() as tx:
+        async with ledger.transaction() as tx:
             await tx.record_position(tenant, source, "t/1", 400, deleted=True)
         assert await ledger.live_documents(tenant, source, "t/") == ["t/2"]
 
@@ -104,12 +104,12 @@ class ConnectorStateContract:
         ledger: CdcLedger = state
         tenant, source = unique("t"), unique("s")
         assert await ledger.truncated_at(tenant, source) == 0
-        async with state.transaction() as tx:
+        async with ledger.transaction() as tx:
             await tx.record_truncate(tenant, source, 500)
-        async with state.transaction() as tx:
+        async with ledger.transaction() as tx:
             await tx.record_truncate(tenant, source, 300)  # an older truncate, late
         assert await ledger.truncated_at(tenant, source) == 500
-        async with state.transaction() as tx:
+        async with ledger.transaction() as tx:
             await tx.record_truncate(tenant, source, 900)
         assert await ledger.truncated_at(tenant, source) == 900
 

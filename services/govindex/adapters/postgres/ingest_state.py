@@ -149,8 +149,7 @@ class PostgresConnectorTransaction:
 
 
 class PostgresIngestState(PostgresAdapter):
-    """Implements ConnectorState (and so IngestState), CdcLedger and Emitter: reads here,
-    writes through `transaction()`."""
+    """Implements ConnectorState and CdcLedger: reads here, writes through `transaction()`."""
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[PostgresConnectorTransaction]:

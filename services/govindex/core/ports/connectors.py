@@ -4,19 +4,26 @@ transaction that records a decision with the events it emits."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from govindex.core.ports.values import OutboxMessage
 
 
-class IngestState(Protocol):
-    """What a connector last emitted; it writes through a ConnectorTransaction."""
+class Emitter(Protocol):
+    """Opens connector transactions (durable emission through the outbox)."""
+
+    def transaction(self) -> AbstractAsyncContextManager[ConnectorTransaction]: ...
+
+
+class ConnectorState(Emitter, Protocol):
+    """A git or folder connector's state: what it last emitted for each document (the
+    fingerprints a sync compares with), its sequences and its checkpoint.
+
+    Read here; its decisions and their events are written together through `transaction()`.
+    """
 
     async def known(self, tenant_id: str, source_id: str) -> dict[str, str]: ...
-
-
-class ConnectorState(IngestState, Protocol):
-    """What a connector that reconciles against the index also needs."""
 
     async def raise_sequences(
         self, tenant_id: str, source_id: str, at_least: dict[str, int]
@@ -33,8 +40,8 @@ class ConnectorState(IngestState, Protocol):
     async def checkpoint(self, tenant_id: str, source_id: str) -> str | None: ...
 
 
-class CdcLedger(Protocol):
-    """The CDC connector's per-document positions (written through a ConnectorTransaction)."""
+class CdcLedger(Emitter, Protocol):
+    """The CDC connector's per-document positions, written through `transaction()`."""
 
     async def ledger(self, tenant_id: str, source_id: str, doc_id: str) -> tuple[int, bool]: ...
 

@@ -3,17 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from govindex.core.envelope import KafkaRecord
-from govindex.core.ports.connectors import ConnectorTransaction
-
-
-class Emitter(Protocol):
-    """Opens connector transactions (durable emission through the outbox)."""
-
-    def transaction(self) -> AbstractAsyncContextManager[ConnectorTransaction]: ...
 
 
 class Outbox(Protocol):

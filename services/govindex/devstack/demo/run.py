@@ -21,7 +21,7 @@ from govindex.core.records import SourceManifest
 from govindex.core.settings import Settings
 from govindex.devstack.embedded import EmbeddedStack
 from govindex.runtime.composition import Runtime
-from ingest.app import delete_one, ingest_git
+from ingest.app import GitCheckout, delete_one, sync_source
 from ingest.sources import GitSnapshot
 from reader.app import read_service
 from reader.models import Budget, Hit, PackRequest, SearchRequest, Subject
@@ -128,7 +128,7 @@ async def _steps(rt: Runtime, root: Path, generation: int) -> int:
 async def _ingest_commits(rt: Runtime, manifest: SourceManifest, root: Path) -> None:
     repo, shas = _build_repo(root)
     for n, sha in enumerate(shas, start=1):
-        report, _ = await ingest_git(rt, manifest.source_id, repo, sha)
+        report, _ = await sync_source(rt, manifest.source_id, GitCheckout(repo, sha))
         await _until(lambda: _caught_up(rt, manifest.source_id), "the indexer to catch up")
         print(
             f"4.{n} Ingested commit {sha[:10]} ({GitSnapshot(repo, sha).committed_at:%Y-%m-%d}):"
