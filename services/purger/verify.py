@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from govindex.core.errors import GovindexError
 from govindex.core.events import document_key
@@ -11,19 +10,11 @@ from govindex.core.ports import (
     DocumentKey,
     Lineage,
     PurgeIndex,
+    PurgeReadBack,
     PurgeTarget,
     TaggedCache,
-    TombstoneRow,
 )
 from govindex.core.records import DeletionMode
-
-
-class PurgeReadBack(Protocol):
-    async def latest_tombstone(self, key: DocumentKey) -> TombstoneRow | None: ...
-
-    async def remaining(
-        self, key: DocumentKey, sequence: int, *, current_only: bool
-    ) -> tuple[int, int]: ...
 
 
 @dataclass

@@ -18,6 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 from govindex.adapters.embedder import WordLlamaEmbedder
 from govindex.adapters.kafka_async import AsyncKafkaPublisher
 from govindex.adapters.opensearch import BulkPolicy, OpenSearchIndex
+from govindex.adapters.postgres.audit import PostgresReadAudit
 from govindex.adapters.postgres.controls import PostgresControls
 from govindex.adapters.postgres.deliveries import PostgresDeliveries
 from govindex.adapters.postgres.documents import PostgresChunkStore
@@ -33,6 +34,28 @@ from govindex.adapters.postgres.sources import PostgresSourceRegistry
 from govindex.adapters.postgres.versions import PostgresBlobStore, PostgresVersionStore
 from govindex.adapters.redis_cache import RedisTaggedCache
 from govindex.core.errors import TransientError
+from govindex.core.ports import (
+    BlobStore,
+    Deliveries,
+    Embedder,
+    ReadAudit,
+    ReadStore,
+    VectorStore,
+    VersionStore,
+)
+from govindex.core.ports.operations import (
+    AnswerCacheStore,
+    ChunkPorts,
+    ConnectorPorts,
+    GenerationStore,
+    JobStore,
+    LineagePorts,
+    OutboxPorts,
+    ProjectionIndex,
+    PurgeRecords,
+    SourcePorts,
+    WorkerControls,
+)
 from govindex.core.settings import Servers, Settings
 
 log = structlog.get_logger(__name__)
@@ -41,21 +64,22 @@ log = structlog.get_logger(__name__)
 class Runtime:
     """Connections opened once, ports handed out; an async context manager."""
 
-    registry: PostgresSourceRegistry
-    chunks: PostgresChunkStore
-    blobs: PostgresBlobStore
-    versions: PostgresVersionStore
-    purges: PostgresPurgeStore
-    outbox: PostgresOutbox
-    lineage: PostgresLineage
-    ingest_state: PostgresIngestState
-    deliveries: PostgresDeliveries
-    generations: PostgresGenerations
-    jobs: PostgresJobs
-    controls: PostgresControls
+    # Typed by ports: callers see capabilities, never an adapter (built in __aenter__).
+    registry: SourcePorts
+    chunks: ChunkPorts
+    blobs: BlobStore
+    versions: VersionStore
+    purges: PurgeRecords
+    outbox: OutboxPorts
+    lineage: LineagePorts
+    ingest_state: ConnectorPorts
+    deliveries: Deliveries
+    generations: GenerationStore
+    jobs: JobStore
+    controls: WorkerControls
 
     def __init__(
-        self, settings: Settings, *, pool_size: int = 8, index: OpenSearchIndex | None = None
+        self, settings: Settings, *, pool_size: int = 8, index: ProjectionIndex | None = None
     ) -> None:
         """`index`: another Runtime's, shared (and left open on exit) so that one process
         has one OpenSearch client, one set of bulk slots, one purge-first gate."""
@@ -118,23 +142,23 @@ class Runtime:
     # --- the other servers ------------------------------------------------------------
 
     @cached_property
-    def index(self) -> OpenSearchIndex:
+    def index(self) -> ProjectionIndex:
         s = self.settings
         bulk = BulkPolicy(s.bulk_max_chunks, s.bulk_max_bytes, s.bulk_concurrency, s.bulk_timeout_s)
         return OpenSearchIndex(self.servers.opensearch_url, s.index_alias, bulk=bulk)
 
     @cached_property
-    def cache(self) -> RedisTaggedCache | None:
+    def cache(self) -> AnswerCacheStore | None:
         if self.servers.redis_url is None:
             return None
         return RedisTaggedCache(self.servers.redis_url, self.settings.namespace)
 
     @cached_property
-    def embedder(self) -> WordLlamaEmbedder | None:
+    def embedder(self) -> Embedder | None:
         return WordLlamaEmbedder() if self.settings.embedder == "wordllama" else None
 
     @cached_property
-    def reads(self) -> PostgresReadStore:
+    def reads(self) -> ReadStore:
         """The read service's snapshots; the dense channel's vectors cached in memory."""
         vectors = (
             VectorCache(self.embedder, min_similarity=self.settings.dense_min_similarity)
@@ -144,8 +168,13 @@ class Runtime:
         return PostgresReadStore(self.pool, vectors)
 
     @cached_property
-    def vectors(self) -> PostgresVectorStore:
+    def vectors(self) -> VectorStore:
         return PostgresVectorStore(self.pool)
+
+    @cached_property
+    def audit(self) -> ReadAudit:
+        """The audit of answered reads (a port over the pool: building it does no I/O)."""
+        return PostgresReadAudit(self.pool)
 
     async def publisher(self) -> AsyncKafkaPublisher:
         """The one async producer of this process, started on first use."""

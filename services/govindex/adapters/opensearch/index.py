@@ -14,6 +14,7 @@ from govindex.adapters.opensearch.client import translate
 from govindex.adapters.opensearch.mapping import MAPPING
 from govindex.adapters.opensearch.purge import PurgeQueries
 from govindex.adapters.opensearch.search import CandidateSearch
+from govindex.core.ports.operations import ProjectionIndex
 from govindex.core.records import Chunk
 
 log = structlog.get_logger(__name__)
@@ -136,7 +137,7 @@ class OpenSearchIndex(BulkWriter, PurgeQueries, CandidateSearch):
 
 
 async def rebuild(
-    index: OpenSearchIndex, batches: AsyncIterator[list[Chunk]], generation: int
+    index: ProjectionIndex, batches: AsyncIterator[list[Chunk]], generation: int
 ) -> int:
     """Build `generation` from Postgres chunks, then point the alias at it. Returns the count."""
     name = await index.create_generation(generation)

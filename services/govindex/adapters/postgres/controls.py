@@ -3,18 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
 
 from govindex.adapters.postgres.tx import PostgresAdapter
-
-
-@dataclass(frozen=True)
-class Heartbeat:
-    runner: str
-    kinds: list[str]
-    paused: list[str]
-    beat_at: datetime
+from govindex.core.ports.operations import Heartbeat
 
 
 class PostgresControls(PostgresAdapter):

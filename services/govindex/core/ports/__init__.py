@@ -14,7 +14,7 @@ from govindex.core.ports.connectors import (
     ConnectorState,
     ConnectorTransaction,
     Deliveries,
-    IngestState,
+    Emitter,
 )
 from govindex.core.ports.indexing import (
     BlobStore,
@@ -26,7 +26,6 @@ from govindex.core.ports.indexing import (
 )
 from govindex.core.ports.messaging import (
     DeadLetterLog,
-    Emitter,
     EventPublisher,
     Outbox,
 )
@@ -38,8 +37,12 @@ from govindex.core.ports.projection import (
     SearchIndex,
 )
 from govindex.core.ports.purging import (
+    Deletion,
     Lineage,
     LineageRegistry,
+    Purged,
+    PurgeReadBack,
+    PurgeSink,
     PurgeStore,
     RetentionStore,
     TaggedCache,
@@ -50,6 +53,7 @@ from govindex.core.ports.reading import (
     Embedder,
     GraphReach,
     ReadAccess,
+    ReadAudit,
     ReadCache,
     ReadFilters,
     ReadSnapshot,
@@ -57,7 +61,12 @@ from govindex.core.ports.reading import (
     VectorStore,
 )
 from govindex.core.ports.values import (
+    AUDIT_ENDPOINTS,
+    AUDIT_LIST_MAX,
     ApplyResult,
+    AuditEndpoint,
+    AuditEntry,
+    AuditRow,
     BulkResult,
     DocumentKey,
     DocumentRow,
@@ -74,7 +83,12 @@ from govindex.core.ports.values import (
 )
 
 __all__ = [
+    "AUDIT_ENDPOINTS",
+    "AUDIT_LIST_MAX",
     "ApplyResult",
+    "AuditEndpoint",
+    "AuditEntry",
+    "AuditRow",
     "BlobStore",
     "BulkResult",
     "CandidateIndex",
@@ -84,6 +98,7 @@ __all__ = [
     "ConnectorState",
     "ConnectorTransaction",
     "DeadLetterLog",
+    "Deletion",
     "Deliveries",
     "DocumentKey",
     "DocumentRow",
@@ -97,7 +112,6 @@ __all__ = [
     "GenerationRegistry",
     "GraphEdge",
     "GraphReach",
-    "IngestState",
     "Invalidated",
     "Lineage",
     "LineageRegistry",
@@ -105,9 +119,13 @@ __all__ = [
     "OutboxMessage",
     "Outcome",
     "PurgeIndex",
+    "PurgeReadBack",
+    "PurgeSink",
     "PurgeStore",
     "PurgeTarget",
+    "Purged",
     "ReadAccess",
+    "ReadAudit",
     "ReadCache",
     "ReadFilters",
     "ReadSnapshot",

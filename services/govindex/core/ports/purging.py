@@ -134,3 +134,13 @@ class LineageRegistry(Protocol):
         tenant_id: str,
         text: str | None = None,
     ) -> None: ...
+
+
+class PurgeReadBack(Protocol):
+    """What `govindex verify-purge` reads back of a deletion in Postgres."""
+
+    async def latest_tombstone(self, key: DocumentKey) -> TombstoneRow | None: ...
+
+    async def remaining(
+        self, key: DocumentKey, sequence: int, *, current_only: bool
+    ) -> tuple[int, int]: ...

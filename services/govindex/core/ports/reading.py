@@ -1,5 +1,5 @@
 """The governed read path: the access a read is judged by, the snapshot it reads, the
-embedder, the answer cache and the vectors."""
+embedder, the answer cache, the vectors and the audit of answered reads."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from govindex.core.ports.values import AuditEntry, AuditRow
 from govindex.core.records import Chunk
 
 
@@ -96,6 +97,14 @@ class ReadSnapshot(Protocol):
 
     async def facts(self, chunk_ids: Sequence[str]) -> dict[str, ChunkFacts]: ...
 
+    async def facts_around(
+        self, chunk_ids: Sequence[str], *, parent: bool, neighbours: int
+    ) -> dict[str, ChunkFacts]:
+        """In one statement, the facts of every chunk these chunks may be hydrated with: each
+        one's parent (if `parent`) and up to `neighbours` chunks along its previous and next
+        links. Ungated: the caller passes each one through the same gates as a hit."""
+        ...
+
     async def edges_about(self, access: ReadAccess, doc_keys: Sequence[str]) -> list[EdgeFact]: ...
 
     async def generation(self) -> int | None: ...
@@ -150,3 +159,34 @@ class VectorStore(Protocol):
     ) -> None: ...
 
     async def count(self, embedder: str, version: str) -> tuple[int, int]: ...
+
+
+class ReadAudit(Protocol):
+    """Answered reads, one record each, kept for `audit_retention_days`."""
+
+    async def record(self, entry: AuditEntry) -> None:
+        """Keep one entry (its own transaction). Raises TransientError when Postgres is
+        unavailable, RejectedByStore when the entry breaks the table's constraints (an
+        endpoint outside `AUDIT_ENDPOINTS`, a status outside 100-599)."""
+        ...
+
+    async def entries(
+        self,
+        *,
+        tenant: str | None = None,
+        credential: str | None = None,
+        principal: str | None = None,
+        endpoint: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 100,
+    ) -> list[AuditRow]:
+        """Entries matching every filter given, newest first: `credential` by name,
+        `principal` among the principals, `since <= at < until`. At most `limit` rows, and
+        never more than `AUDIT_LIST_MAX`; ValueError if `limit` is under 1."""
+        ...
+
+    async def prune(self, older_than_days: int) -> int:
+        """Delete entries recorded more than `older_than_days` days ago (at least 1); the
+        number deleted."""
+        ...

@@ -198,3 +198,62 @@ class Invalidated:
     kind: str
     artifact_id: str
     location: str
+
+
+# --- the read audit ---------------------------------------------------------------------
+
+AuditEndpoint = Literal["search", "pack", "chunk", "verify", "lineage"]
+AUDIT_ENDPOINTS: tuple[AuditEndpoint, ...] = ("search", "pack", "chunk", "verify", "lineage")
+AUDIT_LIST_MAX = 1000  # the most rows one listing returns
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One answered read, as the read audit keeps it.
+
+    `credential_kind` and `credential_name` name the credential that proved the caller
+    (`token` or `jwt`, and its configured name), `subject` a JWT's `sub`; `principals` and
+    `scopes` are the subject the read ran as (proven or admitted), never more than the
+    credential proved. `request_hash` is `sha256:<hex>` of the canonical JSON of the request
+    body (sorted keys, no spaces), so a request can be matched to its record without the
+    record holding its text; `chunk_ids` are the chunks the answer returned, `pack_hash` a
+    pack's manifest hash. `at` None: the database's time when the entry is recorded.
+    """
+
+    endpoint: AuditEndpoint
+    status: int
+    credential_kind: str
+    credential_name: str
+    tenant: str
+    principals: tuple[str, ...]
+    scopes: tuple[str, ...]
+    request_hash: str
+    chunk_ids: tuple[str, ...] = ()
+    subject: str | None = None
+    purpose: str | None = None
+    as_of: datetime | None = None
+    known_at: datetime | None = None
+    pack_hash: str | None = None
+    at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    """A recorded `AuditEntry`: its id and the time it was recorded at."""
+
+    id: int
+    at: datetime
+    endpoint: AuditEndpoint
+    status: int
+    credential_kind: str
+    credential_name: str
+    subject: str | None
+    tenant: str
+    principals: tuple[str, ...]
+    scopes: tuple[str, ...]
+    purpose: str | None
+    as_of: datetime | None
+    known_at: datetime | None
+    request_hash: str
+    chunk_ids: tuple[str, ...]
+    pack_hash: str | None
