@@ -9,6 +9,7 @@ import typer
 
 from govindex import __version__
 from govindex.cli import (
+    audit,
     dlq,
     index,
     ingest,
@@ -87,6 +88,7 @@ COMMANDS: dict[str, Callable[..., int]] = {
     "query": read.query_command,
     "pack": read.pack_command,
     "verify-pack": read.verify_pack_command,
+    "audit": audit.audit_command,
     "chunk": inspect.chunk_command,
     "reparse": index.reparse_command,
     "reindex": index.reindex_command,

@@ -94,22 +94,31 @@ def retention_command(
 
     Removes the content of superseded versions whose supersession is older than the
     source's history_retention, from Postgres, every OpenSearch generation, the cache and
-    stored summaries built from their chunks; current versions are never touched. Run it on
-    a schedule (cron, a Kubernetes CronJob).
+    stored summaries built from their chunks; current versions are never touched. Without
+    --source, also deletes the read audit's records older than GOVINDEX_AUDIT_RETENTION_DAYS.
+    Run it on a schedule (cron, a Kubernetes CronJob).
     """
     settings = setup(state_dir, log_level)
 
-    async def run(rt: Runtime) -> RetentionReport:
+    async def run(rt: Runtime) -> tuple[RetentionReport, int | None]:
         manifests: list[SourceManifest] = (
             [await registered(rt, source, enabled=False)] if source else await rt.registry.all()
         )
-        return await apply_retention(rt, manifests)
+        report = await apply_retention(rt, manifests)
+        # The audit belongs to no source: a run narrowed to one leaves it alone.
+        pruned = None if source else await rt.audit.prune(settings.audit_retention_days)
+        return report, pruned
 
-    report = with_runtime(settings, run)
+    report, audit_pruned = with_runtime(settings, run)
     console.print(
         f"retention: {len(report.versions)} versions purged ({report.chunks} chunks, "
         f"{report.cache_entries} cache entries, {report.summaries} summaries invalidated)"
     )
     for version in report.versions:
         console.print(f"  {version}")
+    if audit_pruned is not None:
+        console.print(
+            f"retention: {audit_pruned} audit records older than "
+            f"{settings.audit_retention_days} days deleted"
+        )
     return 0

@@ -7,6 +7,7 @@ those grow without bound and belong in logs and traces.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
@@ -96,3 +97,104 @@ def outcome_of(result: Any) -> str:
     if isinstance(found, str):
         return found
     return "done" if result is not None else "skipped"
+
+
+# --- the read path --------------------------------------------------------------------
+
+_READ_LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+_TOKENS = (100, 250, 500, 1000, 2000, 4000, 8000, 16000, 32000, 64000)
+
+# The only values the read path's labels take (never a principal, a tenant, a document id
+# or text: those belong in the read audit); anything else is counted as OTHER, so a
+# caller's typo or a new route never becomes a series of its own.
+OTHER = "other"
+READ_ENDPOINTS = frozenset({"search", "pack", "chunk", "verify", "lineage"})
+READ_CHANNELS = frozenset({"bm25", "fulltext", "structured", "graph", "dense"})
+READ_GATES = frozenset(
+    {"tenant", "acl", "scope", "purpose", "time", "deletion", "integrity", "trust", "dedup"}
+)
+# The read gates name valid and system time apart; as a label they are one gate kind.
+_GATE_KINDS = {"valid_time": "time", "system_time": "time"}
+READ_STATUSES = frozenset(
+    {200, 201, 204, 304, 400, 401, 403, 404, 405, 409, 413, 415, 422, 429, 500, 502, 503, 504}
+)
+
+READ_REQUESTS = Counter(
+    "govindex_read_requests",
+    "Read API requests answered, by endpoint and HTTP status.",
+    ["endpoint", "status"],
+)
+READ_SECONDS = Histogram(
+    "govindex_read_request_duration_seconds",
+    "Time to answer one read API request, by endpoint.",
+    ["endpoint"],
+    buckets=_READ_LATENCY,
+)
+READ_CHANNEL_SECONDS = Histogram(
+    "govindex_read_channel_duration_seconds",
+    "Time one retrieval channel took for one request (degraded answers included).",
+    ["channel"],
+    buckets=_READ_LATENCY,
+)
+READ_CACHE = Counter(
+    "govindex_read_cache", "Read answer cache lookups, by result: hit, miss.", ["result"]
+)
+READ_REFUSALS = Counter(
+    "govindex_read_refusals",
+    "Candidates refused, by the kind of gate that refused them.",
+    ["gate"],
+)
+READ_DEGRADED = Counter(
+    "govindex_read_degraded_channels",
+    "Channels that could not answer a request (the request was answered without them).",
+    ["channel"],
+)
+READ_TOKENS_PACKED = Histogram(
+    "govindex_read_tokens_packed", "Tokens in one built pack.", buckets=_TOKENS
+)
+
+
+def _bounded(value: str, allowed: frozenset[str]) -> str:
+    return value if value in allowed else OTHER
+
+
+def status_label(status: int) -> str:
+    """An HTTP status as a label: itself if the read API answers it, else its class
+    (`4xx`), else OTHER."""
+    if status in READ_STATUSES:
+        return str(status)
+    return f"{status // 100}xx" if 100 <= status <= 599 else OTHER
+
+
+def observe_read(endpoint: str, status: int, seconds: float) -> None:
+    """One answered request: counted by endpoint and status, timed by endpoint."""
+    label = _bounded(endpoint, READ_ENDPOINTS)
+    READ_REQUESTS.labels(endpoint=label, status=status_label(status)).inc()
+    READ_SECONDS.labels(endpoint=label).observe(max(seconds, 0.0))
+
+
+def observe_channel(channel: str, seconds: float, degraded: bool) -> None:
+    """One channel of one request: timed, and counted as degraded if it could not answer."""
+    label = _bounded(channel, READ_CHANNELS)
+    READ_CHANNEL_SECONDS.labels(channel=label).observe(max(seconds, 0.0))
+    if degraded:
+        READ_DEGRADED.labels(channel=label).inc()
+
+
+def observe_cache(hit: bool) -> None:
+    """One lookup of the read answer cache."""
+    READ_CACHE.labels(result="hit" if hit else "miss").inc()
+
+
+def observe_refusals(gates: Mapping[str, int]) -> None:
+    """One request's refusals, as counts by gate (`valid_time` and `system_time` are
+    `time`); counts under 1 are ignored."""
+    for gate, count in gates.items():
+        if count > 0:
+            kind = _GATE_KINDS.get(gate, gate)
+            READ_REFUSALS.labels(gate=_bounded(kind, READ_GATES)).inc(count)
+
+
+def observe_tokens_packed(n: int) -> None:
+    """The tokens of one pack built (a negative count is recorded as 0)."""
+    READ_TOKENS_PACKED.observe(max(n, 0))
