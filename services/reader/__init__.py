@@ -1,1 +1,1 @@
-"""The governed read path for pack builders: channels, gates, packs (DESIGN §7)."""
+"""The governed read path for pack builders: channels, gates, packs (docs/design/read-path.md)."""

@@ -1,25 +1,33 @@
-"""The internal listener: the read API and lineage registration, behind bearer tokens.
+"""The internal listener: the read API and lineage registration, behind credentials.
 
     POST /v1/search          fused, gated ranking
     POST /v1/packs           a context pack with its manifest
     POST /v1/packs/verify    is anything in this manifest deleted, revoked or superseded?
     GET  /v1/chunks/{id}     open one anchor, through the same gates
     POST /v1/lineage         a stored summary or memory registers what it was built from
-    GET  /healthz
+    GET  /livez, /readyz, /healthz   probes, without a credential (`reader.probes`)
 
-A token maps to the tenants it may read (settings `read_tokens`). No token or an unknown
-one: 401. A tenant the token does not hold: 403. A malformed request (not a JSON object, a
-wrong type, a value past its bound or holding a control character): 400 naming the field
-and the reason; types are strict, so `"trace": "yes"` is refused, not read as true. A body
-past its route's size: 413. Postgres unreachable: 503 (fail closed; OpenSearch alone never
-answers). The body is read as JSON whatever its declared content type.
+Every /v1 request is authenticated by its bearer credential (`reader.credentials`): a
+service token bound to tenants, principal patterns and purposes, or a JWT verified against
+the identity provider's JWKS. No credential, or one that proves nothing: 401 with
+`WWW-Authenticate: Bearer`; the JWKS unreadable: 503. A search, a pack or an opened anchor
+runs as the subject its credential admits, never as more: a tenant, principal, scope or
+purpose beyond the credential is a 403 naming it and the credential (never a silent
+narrowing); no principals with a service token (it carries no subject): 400. Verify and
+lineage act for a tenant, which the credential must prove (403).
+A malformed request (not a JSON object, a wrong type, a value past its bound or holding a
+control character): 400 naming the field and the reason; types are strict, so
+`"trace": "yes"` is refused, not read as true. A body past its route's size: 413. Postgres
+unreachable: 503 (fail closed; OpenSearch alone never answers). The body is read as JSON
+whatever its declared content type.
 This listener is never the public one: the webhook receiver serves only signed webhooks.
 """
 
 from __future__ import annotations
 
-import hmac
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -29,8 +37,21 @@ from pydantic import AwareDatetime, BaseModel, TypeAdapter, ValidationError
 
 from govindex.core.errors import TransientError
 from govindex.core.inputs import quote
-from govindex.core.ports import LineageRegistry, ReadAccess
+from govindex.core.ports import LineageRegistry
 from govindex.core.records import Slug
+from reader.access import admitted_access, admitted_request
+from reader.credentials import (
+    Admitted,
+    Authenticator,
+    CredentialError,
+    JwksUnavailable,
+    JwtVerifier,
+    Proven,
+    Unauthenticated,
+    admit,
+    bound_tokens,
+    prove_tenant,
+)
 from reader.manifest import anchor_of
 from reader.models import (
     MAX_PRINCIPALS,
@@ -43,17 +64,23 @@ from reader.models import (
     VerifyRequest,
     WirePrincipal,
 )
+from reader.probes import PROBES, add_probes
 from reader.service import ReadService
 
 log = structlog.get_logger(__name__)
 M = TypeVar("M", bound=BaseModel)
+R = TypeVar("R", bound=SearchRequest)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-_TENANTS = web.RequestKey("tenants", frozenset[str])
+_PROVEN = web.RequestKey("proven", Proven)
 _PRINCIPAL: TypeAdapter[str] = TypeAdapter(WirePrincipal)
 _SLUG: TypeAdapter[str] = TypeAdapter(Slug)
 _ID: TypeAdapter[str] = TypeAdapter(Id)
 _WHEN: TypeAdapter[datetime] = TypeAdapter(AwareDatetime)
+
+# Where each part of what `admit` judges sits in a request, to name it in a refusal.
+_BODY_FIELDS = {"principals": "subject.principals", "scopes": "subject.scopes"}
+_QUERY_FIELDS = {"principals": "principal", "scopes": "scope"}
 
 # Bodies are read whole before they are parsed: each route reads at most this much. A search
 # or pack request is a few KiB even at every bound; a manifest of MAX_PINS pins well under
@@ -65,9 +92,17 @@ _READ_CHUNK = 64 * 1024
 
 
 class ApiRefusal(Exception):
-    def __init__(self, status: int, error: str, reason: str, field: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        error: str,
+        reason: str,
+        field: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__(reason)
         self.status, self.body = status, ApiError(error=error, field=field, reason=reason)
+        self.headers = headers
 
 
 def _json(model: BaseModel, status: int = 200) -> web.Response:
@@ -113,28 +148,24 @@ async def _body(request: web.Request, model: type[M], limit: int = SEARCH_BODY_M
         raise ApiRefusal(400, "bad_request", "the body is not valid JSON") from None
 
 
-def _tenant_allowed(request: web.Request, tenant: str) -> None:
-    held = request[_TENANTS]
-    if tenant not in held and "*" not in held:
-        raise ApiRefusal(403, "forbidden", "this token may not act for that tenant", "tenant")
+# --- credentials --------------------------------------------------------------------------
 
 
-def tokens_middleware(tokens: Mapping[str, Sequence[str]]) -> Any:
-    known = [(t.encode(), frozenset(tenants)) for t, tenants in tokens.items() if t]
+def credentials_middleware(auth: Authenticator) -> Any:
+    """Authenticate every request but the probes; answer every refusal as JSON."""
 
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
-            if request.path != "/healthz":
-                request[_TENANTS] = _authenticate(request, known)
+            if request.path not in PROBES:
+                request[_PROVEN] = await _authenticate(auth, request)
             return await handler(request)
         except ApiRefusal as refusal:
-            headers = {"WWW-Authenticate": "Bearer"} if refusal.status == 401 else None
             return web.Response(
                 body=refusal.body.model_dump_json().encode(),
                 status=refusal.status,
                 content_type="application/json",
-                headers=headers,
+                headers=refusal.headers,
             )
         except TransientError as exc:
             log.warning("read.unavailable", error=str(exc))
@@ -144,43 +175,120 @@ def tokens_middleware(tokens: Mapping[str, Sequence[str]]) -> Any:
     return guard
 
 
-def _authenticate(
-    request: web.Request, known: Sequence[tuple[bytes, frozenset[str]]]
-) -> frozenset[str]:
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise ApiRefusal(401, "unauthorized", "send Authorization: Bearer <token>")
-    given = token.strip().encode(errors="surrogateescape")  # header bytes, as they came
-    for candidate, tenants in known:
-        if hmac.compare_digest(candidate, given):
-            return tenants
-    raise ApiRefusal(401, "unauthorized", "unknown token")
+async def _authenticate(auth: Authenticator, request: web.Request) -> Proven:
+    """What the request's credential proves; in a thread, as a JWKS read may block."""
+    try:
+        return await asyncio.to_thread(auth.authenticate, request.headers.get("Authorization"))
+    except Unauthenticated as exc:
+        log.info("read.unauthenticated", reason=exc.reason, detail=exc.detail, path=request.path)
+        # RFC 6750: a request without credentials gets the bare challenge.
+        challenge = "Bearer" if exc.reason == "no_credential" else 'Bearer error="invalid_token"'
+        raise ApiRefusal(
+            401, "unauthorized", str(exc), headers={"WWW-Authenticate": challenge}
+        ) from None
+    except JwksUnavailable as exc:
+        log.warning("read.jwks_unavailable", error=str(exc))
+        raise ApiRefusal(
+            503,
+            "unavailable",
+            "the identity provider's signing keys cannot be read now: try again shortly",
+        ) from None
+
+
+def _refused(request: web.Request, exc: CredentialError, fields: Mapping[str, str]) -> ApiRefusal:
+    proven = request[_PROVEN]
+    field = fields.get(exc.field, exc.field) if exc.field is not None else None
+    log.info(
+        "read.refused",
+        status=exc.status,
+        reason=exc.reason,
+        credential=proven.name,
+        field=field,
+        path=request.path,
+    )
+    error = "forbidden" if exc.status == 403 else "bad_request"
+    return ApiRefusal(exc.status, error, str(exc), field)
+
+
+def _admit(
+    request: web.Request,
+    tenant: str,
+    principals: list[str] | None,
+    scopes: list[str] | None,
+    purpose: str,
+    fields: Mapping[str, str],
+) -> Admitted:
+    """The subject the request's credential admits for it, or the refusal naming the field."""
+    proven = request[_PROVEN]
+    try:
+        admitted = admit(proven, tenant, principals, scopes, purpose)
+    except CredentialError as exc:
+        raise _refused(request, exc, fields) from None
+    for name, held in (("principals", admitted.principals), ("scopes", admitted.scopes)):
+        if len(held) > MAX_PRINCIPALS:
+            raise ApiRefusal(
+                400,
+                "bad_request",
+                f"the credential {proven.label} carries {len(held)} {name}, more than one read "
+                f"takes ({MAX_PRINCIPALS}): name the {name} this read is for",
+                fields[name],
+            )
+    return admitted
+
+
+def _as_admitted(request: web.Request, body: R) -> R:
+    """`body` as the subject its credential admits: what the service runs and echoes."""
+    subject = body.subject
+    admitted = _admit(
+        request, body.tenant, subject.principals, subject.scopes_asked, body.purpose, _BODY_FIELDS
+    )
+    return admitted_request(body, admitted)
+
+
+def _prove_tenant(request: web.Request, tenant: str, field: str) -> None:
+    try:
+        prove_tenant(request[_PROVEN], tenant)
+    except CredentialError as exc:
+        raise _refused(request, exc, {"tenant": field}) from None
+
+
+# --- the app ------------------------------------------------------------------------------
 
 
 def build_read_app(
     service: ReadService,
     lineage: LineageRegistry,
-    tokens: Mapping[str, Sequence[str]],
+    tokens: Mapping[str, object],
+    *,
+    jwt_verifier: JwtVerifier | None = None,
 ) -> web.Application:
+    """The read API over `service`, accepting the service tokens of `tokens` (the
+    `GOVINDEX_READ_TOKENS` setting: token -> tenants, or a binding) and JWTs `jwt_verifier`
+    verifies. Raises `TokenSettingsError` for an unusable entry, `ValueError` for no
+    credential at all."""
+    auth = Authenticator(bound_tokens(tokens), jwt_verifier)
+
     async def search(request: web.Request) -> web.Response:
         body = await _body(request, SearchRequest)
-        _tenant_allowed(request, body.tenant)
-        return _json(await service.search(body))
+        return _json(await service.search(_as_admitted(request, body)))
 
     async def packs(request: web.Request) -> web.Response:
         body = await _body(request, PackRequest)
-        _tenant_allowed(request, body.tenant)
-        return _json(await service.pack(body))
+        return _json(await service.pack(_as_admitted(request, body)))
 
     async def verify(request: web.Request) -> web.Response:
         body = await _body(request, VerifyRequest, VERIFY_BODY_MAX)
-        _tenant_allowed(request, body.manifest.tenant)
+        _prove_tenant(request, body.manifest.tenant, "manifest.tenant")
         return _json(await service.verify(body.manifest))
 
     async def chunk(request: web.Request) -> web.Response:
-        access = _access_from_query(request)
-        _tenant_allowed(request, access.tenant_id)
+        asked = _opening(request)
+        admitted = _admit(
+            request, asked.tenant, asked.principals, asked.scopes, asked.purpose, _QUERY_FIELDS
+        )
+        access = admitted_access(
+            tenant=asked.tenant, admitted=admitted, purpose=asked.purpose, as_of=asked.as_of
+        )
         found = await service.chunk(_param(_ID, "chunk_id", request.match_info["chunk_id"]), access)
         if found is None:  # refused and unknown look the same
             raise ApiRefusal(404, "not_found", "no such chunk for this subject at as_of")
@@ -191,7 +299,7 @@ def build_read_app(
 
     async def register(request: web.Request) -> web.Response:
         body = await _body(request, DerivedArtifact, LINEAGE_BODY_MAX)
-        _tenant_allowed(request, body.tenant_id)
+        _prove_tenant(request, body.tenant_id, "tenant_id")
         foreign = [
             b for b in body.built_from if "/" in b and not b.startswith(f"{body.tenant_id}/")
         ]
@@ -209,16 +317,15 @@ def build_read_app(
         )
         return web.json_response({"registered": f"{body.kind}/{body.id}"}, status=201)
 
-    async def health(_: web.Request) -> web.Response:
-        return web.json_response({"ok": True})
-
-    app = web.Application(middlewares=[tokens_middleware(tokens)], client_max_size=LINEAGE_BODY_MAX)
+    app = web.Application(
+        middlewares=[credentials_middleware(auth)], client_max_size=LINEAGE_BODY_MAX
+    )
     app.router.add_post("/v1/search", search)
     app.router.add_post("/v1/packs", packs)
     app.router.add_post("/v1/packs/verify", verify)
     app.router.add_get("/v1/chunks/{chunk_id}", chunk)
     app.router.add_post("/v1/lineage", register)
-    app.router.add_get("/healthz", health)
+    add_probes(app, service.ports.store)
     return app
 
 
@@ -230,8 +337,21 @@ def _param(adapter: TypeAdapter[Any], name: str, value: str) -> Any:
         raise _bad_request(exc, name) from None
 
 
-def _access_from_query(request: web.Request) -> ReadAccess:
-    """GET /v1/chunks/{id}?tenant=T&principal=P[&principal=..][&scope=S][&purpose=U][&as_of=TS]"""
+@dataclass(frozen=True)
+class _Opening:
+    """What a request to open one anchor asks for; principals or scopes None: not named."""
+
+    tenant: str
+    principals: list[str] | None
+    scopes: list[str] | None
+    purpose: str
+    as_of: datetime
+
+
+def _opening(request: web.Request) -> _Opening:
+    """GET /v1/chunks/{id}?tenant=T[&principal=P..][&scope=S..]&purpose=U[&as_of=TS]
+
+    No `principal` (or no `scope`): the credential's own, as when a body omits them."""
     q = request.query
 
     def one(name: str) -> str:
@@ -240,21 +360,19 @@ def _access_from_query(request: web.Request) -> ReadAccess:
             raise ApiRefusal(400, "bad_request", "required", name)
         return value
 
-    def many(name: str) -> list[str]:
+    def many(name: str) -> list[str] | None:
         given = q.getall(name, [])
         if len(given) > MAX_PRINCIPALS:
             raise ApiRefusal(
                 400, "bad_request", f"at most {MAX_PRINCIPALS}, not {len(given)}", name
             )
-        return [_param(_PRINCIPAL, name, v) for v in given]
+        return [_param(_PRINCIPAL, name, v) for v in given] or None
 
     tenant: str = _param(_SLUG, "tenant", one("tenant"))
     principals = many("principal")
     scopes = many("scope")
     purpose: str = _param(_SLUG, "purpose", one("purpose"))
     when = q.get("as_of")
-    if not principals:
-        raise ApiRefusal(400, "bad_request", "at least one principal", "principal")
     try:
         as_of = _WHEN.validate_python(when) if when else datetime.now(UTC)
     except ValidationError:
@@ -264,10 +382,4 @@ def _access_from_query(request: web.Request) -> ReadAccess:
             f"as_of is an ISO time with a zone (e.g. Z), not {quote(when)}",
             "as_of",
         ) from None
-    return ReadAccess(
-        tenant_id=tenant,
-        principals=tuple(sorted(set(principals))),
-        scopes=tuple(sorted(set(scopes))),
-        purpose=purpose,
-        as_of=as_of,
-    )
+    return _Opening(tenant, principals, scopes, purpose, as_of)

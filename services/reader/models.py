@@ -4,9 +4,18 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from govindex.core.inputs import PLAIN_TEXT, SINGLE_LINE
 from govindex.core.records import SLUG, ChunkKind, Principal, Slug
@@ -19,7 +28,8 @@ Verdict = Literal["valid", "stale", "invalid", "tampered"]
 _WIRE = ConfigDict(frozen=True, extra="forbid")
 
 # What one request may carry. Every list and string a request holds is bounded, so the work
-# it asks for and any message about it stay small (DESIGN §5.9); a value past a bound, or
+# it asks for and any message about it stay small
+# (docs/design/guarantees.md#hostile-input-stays-small); a value past a bound, or
 # holding a control character, is a 400 naming the field.
 MAX_PRINCIPALS = 64
 MAX_ENTITIES = 32
@@ -50,12 +60,44 @@ DocKey = Annotated[
 
 
 class Subject(BaseModel):
-    """Who the pack is for: the principals it may see as, and the scopes it holds."""
+    """Who a read is for: the principals it may see as, and the scopes it holds.
+
+    The read API admits only what the request's credential proves (a 403 names anything
+    beyond it). Principals omitted or null: the credential's own, a verified JWT's
+    `user:<sub>` and `group:<g>`; a service token carries no subject, so it must name them.
+    Scopes omitted or null: the credential's (a JWT's `scope`/`scp`; none for a service
+    token); `[]` given means none. In process, with no credential, omitted scopes are none.
+    """
 
     model_config = _WIRE
 
-    principals: list[WirePrincipal] = Field(min_length=1, max_length=MAX_PRINCIPALS)
-    scopes: list[WirePrincipal] = Field(default_factory=list, max_length=MAX_PRINCIPALS)
+    principals: list[WirePrincipal] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_PRINCIPALS,
+        description="omitted or null: the credential's own (required with a service token)",
+    )
+    # Defaults to [] (not None) so code in process reads a list; whether a request named
+    # its scopes is `scopes_asked`.
+    scopes: list[WirePrincipal] | None = Field(
+        default_factory=list,
+        max_length=MAX_PRINCIPALS,
+        description="omitted or null: the credential's own; [] means none",
+    )
+
+    @property
+    def scopes_asked(self) -> list[str] | None:
+        """The scopes the read names; None (omitted or null): the credential's own."""
+        return self.scopes if "scopes" in self.model_fields_set else None
+
+    @model_serializer(mode="wrap")
+    def _unnamed_scopes_stay_unnamed(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Dumped and sent (the client does), a subject means what it did: scopes it did not
+        # name are the credential's, not [].
+        data = handler(self)
+        if "scopes" not in self.model_fields_set and isinstance(data, dict):
+            data.pop("scopes", None)
+        return data
 
 
 class Filters(BaseModel):
@@ -97,7 +139,9 @@ class SearchRequest(BaseModel):
     model_config = _WIRE
 
     tenant: str = Field(pattern=SLUG)
-    subject: Subject
+    subject: Subject = Field(
+        default_factory=Subject, description="omitted: the credential's own principals and scopes"
+    )
     purpose: Slug
     as_of: AwareDatetime | None = Field(
         default=None, description="valid time asked about; default: the request's time"
@@ -280,6 +324,16 @@ class Manifest(BaseModel):
     pack_hash: Annotated[str, Field(max_length=128), SINGLE_LINE] = Field(
         description="sha256 of the canonical JSON of every other field"
     )
+
+    @field_validator("subject")
+    @classmethod
+    def _subject_named(cls, subject: Subject) -> Subject:
+        if subject.principals is None or subject.scopes is None:
+            raise ValueError(
+                "a manifest names the principals and scopes its pack was built for; this one "
+                "leaves them out: verify the manifest the pack came with"
+            )
+        return subject
 
     @field_validator("items")
     @classmethod

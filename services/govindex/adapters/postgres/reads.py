@@ -1,10 +1,9 @@
 """The read service's view of Postgres: one read-only snapshot per request.
 
-Every channel query carries the same admission predicate (`_ADMISSIBLE`): tenant, ACL,
-scopes, purpose, valid time, system time, deletion (a purge-mode tombstone newer than the
-chunk's version, a disabled source, purged content) and trust. Nothing is filtered after
-ranking: a channel only ever ranks chunks the subject may see at `as_of`. The read service
-then re-checks every candidate from `facts` (integrity included) in the same snapshot.
+Every channel query carries the same admission predicate (`admission.ADMISSIBLE`), so nothing
+is filtered after ranking. The read service then re-checks every candidate, and every chunk
+it hydrates a pack item with, from `facts` and `facts_around` (integrity included) in the
+same snapshot.
 """
 
 from __future__ import annotations
@@ -19,6 +18,11 @@ from psycopg import AsyncConnection, sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from govindex.adapters.postgres.admission import (
+    ADMISSIBLE,
+    WHERE_ADMISSIBLE,
+    admission_params,
+)
 from govindex.adapters.postgres.chunks import CHUNK_COLUMNS, insert_vectors
 from govindex.adapters.postgres.tx import transaction
 from govindex.core.ports import (
@@ -31,25 +35,7 @@ from govindex.core.ports import (
 )
 from govindex.core.records import Chunk
 
-# One predicate over `c` (chunks), shared by every channel. Parameters are named.
-_ADMISSIBLE: LiteralString = """
-    c.tenant_id = %(tenant)s
-    AND c.acl && %(principals)s::text[]
-    AND c.required_scopes <@ %(scopes)s::text[]
-    AND %(purpose)s = ANY (c.allowed_purposes)
-    AND c.valid_from <= %(as_of)s AND (c.valid_to IS NULL OR c.valid_to > %(as_of)s)
-    AND (%(known_at)s::timestamptz IS NULL OR (c.recorded_at <= %(known_at)s
-         AND (c.superseded_at IS NULL OR c.superseded_at > %(known_at)s)))
-    AND EXISTS (SELECT 1 FROM sources s WHERE s.tenant_id = c.tenant_id
-                AND s.source_id = c.source_id AND s.enabled)
-    AND NOT EXISTS (SELECT 1 FROM tombstones t WHERE t.tenant_id = c.tenant_id
-                AND t.source_id = c.source_id AND t.doc_id = c.doc_id
-                AND t.deletion_mode = 'tombstone_and_purge' AND t.sequence > c.version_sequence)
-    AND EXISTS (SELECT 1 FROM document_versions v WHERE v.version_id = c.version_id
-                AND v.content_purged_at IS NULL)
-    AND NOT (c.contains_instructions AND c.trust_level <> 'authoritative')
-"""
-
+# What the gates need besides the chunk, read in the same statement.
 _FACTS: LiteralString = """
     SELECT {columns},
         EXISTS (SELECT 1 FROM sources s WHERE s.tenant_id = c.tenant_id
@@ -64,41 +50,33 @@ _FACTS: LiteralString = """
         NOT EXISTS (SELECT 1 FROM document_versions v WHERE v.version_id = c.version_id
                 AND v.content_purged_at IS NULL) AS content_purged,
         (c.superseded_at IS NOT NULL) AS superseded
-    FROM chunks c WHERE c.chunk_id = ANY (%(ids)s::text[])
+    FROM chunks c
 """
+_FACT_FLAGS = ("source_enabled", "purge_tombstoned", "tombstoned", "content_purged", "superseded")
 
-
-def _params(access: ReadAccess, filters: ReadFilters, **extra: Any) -> dict[str, Any]:
-    return {
-        "tenant": access.tenant_id,
-        "principals": list(access.principals),
-        "scopes": list(access.scopes),
-        "purpose": access.purpose,
-        "as_of": access.as_of,
-        "known_at": access.known_at,
-        "sources": list(filters.sources),
-        "kinds": list(filters.kinds),
-        "labels": list(filters.labels),
-        "path_prefix": _like_prefix(filters.path_prefix),
-        **extra,
-    }
-
-
-_FILTERED: LiteralString = """
-    AND (cardinality(%(sources)s::text[]) = 0 OR c.source_id = ANY (%(sources)s::text[]))
-    AND (cardinality(%(kinds)s::text[]) = 0 OR c.kind = ANY (%(kinds)s::text[]))
-    AND (cardinality(%(labels)s::text[]) = 0 OR c.labels && %(labels)s::text[])
-    AND (%(path_prefix)s::text IS NULL OR c.doc_id LIKE %(path_prefix)s)
+# Every chunk the seeds may be hydrated with: their parents, and `neighbours` steps along
+# their previous and next links. The walk does not stop at a chunk the gates would refuse
+# (the caller stops there), so it reads at most 1 + 2 * neighbours chunks per seed.
+_AROUND: LiteralString = """
+    WITH RECURSIVE seed AS (
+        SELECT c.parent_id, c.prev_id, c.next_id FROM chunks c
+        WHERE c.chunk_id = ANY (%(ids)s::text[])
+    ), walk (chunk_id, toward, step) AS (
+        SELECT l.chunk_id, l.toward, 1 FROM seed
+        CROSS JOIN LATERAL (VALUES (seed.prev_id, 'previous'), (seed.next_id, 'next'))
+            AS l (chunk_id, toward)
+        WHERE l.chunk_id IS NOT NULL AND %(neighbours)s::int >= 1
+        UNION ALL
+        SELECT CASE w.toward WHEN 'previous' THEN c.prev_id ELSE c.next_id END, w.toward,
+            w.step + 1
+        FROM walk w JOIN chunks c ON c.chunk_id = w.chunk_id
+        WHERE w.step < %(neighbours)s::int
+            AND CASE w.toward WHEN 'previous' THEN c.prev_id ELSE c.next_id END IS NOT NULL
+    ), around AS (
+        SELECT parent_id AS chunk_id FROM seed WHERE %(parent)s AND parent_id IS NOT NULL
+        UNION SELECT chunk_id FROM walk
+    )
 """
-
-_WHERE: LiteralString = " WHERE " + _ADMISSIBLE + _FILTERED
-
-
-def _like_prefix(prefix: str | None) -> str | None:
-    if prefix is None:
-        return None
-    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return escaped + "%"
 
 
 class PostgresReadSnapshot:
@@ -121,10 +99,12 @@ class PostgresReadSnapshot:
             return []
         query = " | ".join(f"'{w}'" for w in words)
         return await self._ids(
-            "SELECT c.chunk_id FROM chunks c" + _WHERE + " AND c.tsv @@ to_tsquery('simple', "
+            "SELECT c.chunk_id FROM chunks c"
+            + WHERE_ADMISSIBLE
+            + " AND c.tsv @@ to_tsquery('simple', "
             "%(q)s) ORDER BY ts_rank_cd(c.tsv, to_tsquery('simple', %(q)s)) DESC, c.chunk_id "
             "LIMIT %(limit)s",
-            _params(access, filters, q=query, limit=limit),
+            admission_params(access, filters, q=query, limit=limit),
         )
 
     async def structured(
@@ -138,7 +118,7 @@ class PostgresReadSnapshot:
         lowered = [k.lower() for k in keys]
         lexemes = [k for k in lowered if _WORD.fullmatch(k)]
         return await self._ids(
-            "SELECT c.chunk_id FROM chunks c" + _WHERE + " AND ("
+            "SELECT c.chunk_id FROM chunks c" + WHERE_ADMISSIBLE + " AND ("
             " c.chunk_id = ANY (%(keys)s) OR c.doc_id = ANY (%(keys)s) OR c.locator = ANY "
             " (%(keys)s) OR c.labels && %(keys)s::text[] OR EXISTS (SELECT 1 FROM unnest("
             " c.labels) l WHERE lower(split_part(l, ':', 2)) = ANY (%(lowered)s))"
@@ -146,7 +126,9 @@ class PostgresReadSnapshot:
             "   ''::tsquery) FROM unnest(%(lexemes)s::text[]) k)) "
             "ORDER BY (c.doc_id = ANY (%(keys)s) OR c.labels && %(keys)s::text[]) DESC, "
             " c.ordinal, c.chunk_id LIMIT %(limit)s",
-            _params(access, filters, keys=keys, lowered=lowered, lexemes=lexemes, limit=limit),
+            admission_params(
+                access, filters, keys=keys, lowered=lowered, lexemes=lexemes, limit=limit
+            ),
         )
 
     async def dense(
@@ -158,9 +140,11 @@ class PostgresReadSnapshot:
         embedder = self._vectors.embedder
         ids = await self._ids(
             "SELECT c.chunk_id FROM chunks c JOIN chunk_vectors cv USING (chunk_id)"
-            + _WHERE
+            + WHERE_ADMISSIBLE
             + " AND cv.embedder = %(embedder)s AND cv.embedder_version = %(embedder_version)s",
-            _params(access, filters, embedder=embedder.name, embedder_version=embedder.version),
+            admission_params(
+                access, filters, embedder=embedder.name, embedder_version=embedder.version
+            ),
         )
         if not ids:
             return []
@@ -185,10 +169,37 @@ class PostgresReadSnapshot:
         reached (and the evidence of each walked edge) yield their admissible chunks."""
         if not seeds or hops < 1:
             return []
-        params = _params(access, filters, relations=list(relations))
-        frontier = await self._seed_entities(access, seeds)
-        seen = set(frontier)
-        reached: dict[str, tuple[str, ...]] = {}  # chunk id -> path
+        params = admission_params(access, filters, relations=list(relations))
+        reached, paths = await self._walk(params, await self._seed_entities(access, seeds), hops)
+        documents = sorted(e for e in paths if e.startswith("document:"))
+        if documents:
+            cur = await self._conn.execute(
+                "SELECT c.chunk_id, 'document:' || c.source_id || '/' || c.doc_id AS entity "
+                "FROM chunks c" + WHERE_ADMISSIBLE + " AND ('document:' || c.source_id || '/' || "
+                "c.doc_id) = ANY (%(docs)s) ORDER BY c.ordinal, c.chunk_id",
+                {**params, "docs": documents},
+            )
+            for chunk_id, entity in await cur.fetchall():
+                reached.setdefault(chunk_id, paths[entity])
+        admitted = set(
+            await self._ids(
+                "SELECT c.chunk_id FROM chunks c"
+                + WHERE_ADMISSIBLE
+                + " AND c.chunk_id = ANY (%(ids)s)",
+                {**params, "ids": list(reached)},
+            )
+        )
+        ordered = sorted(
+            (r for r in reached.items() if r[0] in admitted), key=lambda r: (len(r[1]), r[0])
+        )
+        return [GraphReach(chunk_id, path) for chunk_id, path in ordered[:limit]]
+
+    async def _walk(
+        self, params: dict[str, Any], frontier: set[str], hops: int
+    ) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
+        """Up to `hops` rounds of admissible edges from the frontier: the path to each walked
+        edge's evidence chunk, and the path to every entity seen (the seeds included)."""
+        reached: dict[str, tuple[str, ...]] = {}  # evidence chunk id -> path
         paths: dict[str, tuple[str, ...]] = {entity: (entity,) for entity in frontier}
         for _ in range(hops):
             if not frontier:
@@ -203,7 +214,7 @@ class PostgresReadSnapshot:
                 " AND e.valid_from <= %(as_of)s AND (e.valid_to IS NULL OR e.valid_to > "
                 "  %(as_of)s) AND (%(known_at)s::timestamptz IS NULL OR (e.recorded_at <= "
                 "  %(known_at)s AND (e.superseded_at IS NULL OR e.superseded_at > "
-                "  %(known_at)s))) AND " + _ADMISSIBLE + " ORDER BY e.edge_id",
+                "  %(known_at)s))) AND " + ADMISSIBLE + " ORDER BY e.edge_id",
                 {**params, "frontier": sorted(frontier)},
             )
             following: set[str] = set()
@@ -211,31 +222,11 @@ class PostgresReadSnapshot:
                 here, there = (subject, obj) if subject in frontier else (obj, subject)
                 path = (*paths[here], relation, there)
                 reached.setdefault(evidence, path)
-                if there not in seen:
-                    seen.add(there)
+                if there not in paths:
                     paths[there] = path
                     following.add(there)
             frontier = following
-        documents = sorted(e for e in seen if e.startswith("document:"))
-        if documents:
-            cur = await self._conn.execute(
-                "SELECT c.chunk_id, 'document:' || c.source_id || '/' || c.doc_id AS entity "
-                "FROM chunks c" + _WHERE + " AND ('document:' || c.source_id || '/' || "
-                "c.doc_id) = ANY (%(docs)s) ORDER BY c.ordinal, c.chunk_id",
-                {**params, "docs": documents},
-            )
-            for chunk_id, entity in await cur.fetchall():
-                reached.setdefault(chunk_id, paths[entity])
-        admitted = set(
-            await self._ids(
-                "SELECT c.chunk_id FROM chunks c" + _WHERE + " AND c.chunk_id = ANY (%(ids)s)",
-                {**params, "ids": list(reached)},
-            )
-        )
-        ordered = sorted(
-            (r for r in reached.items() if r[0] in admitted), key=lambda r: (len(r[1]), r[0])
-        )
-        return [GraphReach(chunk_id, path) for chunk_id, path in ordered[:limit]]
+        return reached, paths
 
     async def _seed_entities(self, access: ReadAccess, seeds: Sequence[str]) -> set[str]:
         lowered = [s.lower() for s in seeds]
@@ -250,24 +241,29 @@ class PostgresReadSnapshot:
     async def facts(self, chunk_ids: Sequence[str]) -> dict[str, ChunkFacts]:
         if not chunk_ids:
             return {}
+        where: LiteralString = " WHERE c.chunk_id = ANY (%(ids)s::text[])"
+        return await self._facts(_FACTS + where, {"ids": list(dict.fromkeys(chunk_ids))})
+
+    async def facts_around(
+        self, chunk_ids: Sequence[str], *, parent: bool, neighbours: int
+    ) -> dict[str, ChunkFacts]:
+        if not chunk_ids or (not parent and neighbours < 1):
+            return {}
+        where: LiteralString = " WHERE c.chunk_id IN (SELECT chunk_id FROM around)"
+        params = {"ids": list(dict.fromkeys(chunk_ids)), "parent": parent, "neighbours": neighbours}
+        return await self._facts(_AROUND + _FACTS + where, params)
+
+    async def _facts(
+        self, statement: LiteralString, params: dict[str, Any]
+    ) -> dict[str, ChunkFacts]:
         columns = sql.SQL(", ").join(sql.SQL("c.") + sql.Identifier(n) for n in CHUNK_COLUMNS)
-        query = sql.SQL(_FACTS).format(columns=columns)
         cur = self._conn.cursor(row_factory=dict_row)
-        await cur.execute(query, {"ids": list(dict.fromkeys(chunk_ids))})
+        await cur.execute(sql.SQL(statement).format(columns=columns), params)
         found: dict[str, ChunkFacts] = {}
         for row in await cur.fetchall():
-            extra = {
-                k: row.pop(k)
-                for k in (
-                    "source_enabled",
-                    "purge_tombstoned",
-                    "tombstoned",
-                    "content_purged",
-                    "superseded",
-                )
-            }
+            flags = {k: row.pop(k) for k in _FACT_FLAGS}
             chunk = Chunk.model_validate(row)
-            found[chunk.chunk_id] = ChunkFacts(chunk=chunk, **extra)
+            found[chunk.chunk_id] = ChunkFacts(chunk=chunk, **flags)
         return found
 
     async def edges_about(self, access: ReadAccess, doc_keys: Sequence[str]) -> list[EdgeFact]:
@@ -286,8 +282,8 @@ class PostgresReadSnapshot:
             "WHERE e.tenant_id = %(tenant)s AND (e.subject IN (SELECT entity FROM touched) OR "
             " e.object IN (SELECT entity FROM touched)) "
             " AND e.valid_from <= %(as_of)s AND (e.valid_to IS NULL OR e.valid_to > %(as_of)s) "
-            " AND " + _ADMISSIBLE + " ORDER BY e.edge_id",
-            _params(access, ReadFilters(), entities=entities),
+            " AND " + ADMISSIBLE + " ORDER BY e.edge_id",
+            admission_params(access, ReadFilters(), entities=entities),
         )
         return [EdgeFact(*row) for row in await cur.fetchall()]
 

@@ -1,0 +1,193 @@
+"""Retrieval: the asked channels on one snapshot, the gates on every candidate, then fusion.
+
+Gates decide on facts read in the request's snapshot, before fusion; the ranked hits a search
+answers with are built here too. Nothing about a candidate refused by tenant, ACL, scope or
+purpose leaves this module: not its id, not a count, not a trace line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import structlog
+
+from govindex.core.errors import TransientError
+from govindex.core.ports import CandidateIndex, ChunkFacts, ReadAccess, ReadFilters, ReadSnapshot
+from govindex.core.records import Chunk
+from reader import text as textual
+from reader.fusion import RRF_K, fuse
+from reader.gates import CONFIDENTIAL, refusal
+from reader.manifest import anchor_of
+from reader.models import Highlight, Hit, SearchRequest, SearchResponse, TraceLine
+
+log = structlog.get_logger(__name__)
+
+Fused = tuple[str, float, dict[str, int]]  # chunk id, fused score, rank per channel
+
+
+@dataclass
+class Ranked:
+    """What the channels and the gates agreed on, for one request."""
+
+    access: ReadAccess
+    fused: list[Fused]
+    facts: dict[str, ChunkFacts]
+    paths: dict[str, tuple[str, ...]]
+    degraded: list[str]
+    trace: list[TraceLine] = field(default_factory=list)
+
+
+def filters_of(request: SearchRequest) -> ReadFilters:
+    f = request.filters
+    return ReadFilters(
+        sources=tuple(f.sources),
+        kinds=tuple(k.value for k in f.kinds),
+        labels=tuple(f.labels),
+        path_prefix=f.path_prefix,
+    )
+
+
+def structured_keys(request: SearchRequest) -> list[str]:
+    """The exact keys a structured lookup tries: the seed entities, then the query's ids."""
+    return [*request.entities, *textual.identifiers(request.query)]
+
+
+def graph_seeds(request: SearchRequest) -> list[str]:
+    """Where a graph walk may start: the seed entities, the query's ids, then its words."""
+    return [*structured_keys(request), *textual.terms(request.query)]
+
+
+async def rank(
+    request: SearchRequest, snap: ReadSnapshot, access: ReadAccess, index: CandidateIndex | None
+) -> Ranked:
+    """Every channel the request names (once each, in its order), gated, then fused.
+
+    A bm25 channel that cannot answer is reported in `degraded`; Postgres failing fails the
+    read (fail closed: OpenSearch alone never answers)."""
+    filters = filters_of(request)
+    paths: dict[str, tuple[str, ...]] = {}
+    degraded: list[str] = []
+    raw: dict[str, list[str]] = {}
+    for name in dict.fromkeys(request.channels):
+        try:
+            raw[name] = await _channel(name, request, snap, access, filters, index, paths)
+        except TransientError as exc:
+            if name != "bm25":
+                raise  # Postgres itself: fail closed
+            log.warning("read.channel_unavailable", channel=name, error=str(exc))
+            degraded.append(name)
+    facts = await snap.facts(sorted({c for ids in raw.values() for c in ids}))
+    ranked, trace = gate_channels(raw, facts, access)
+    fused = fuse(ranked, {c: f.chunk for c, f in facts.items()}, RRF_K)
+    return Ranked(access, fused, facts, paths, degraded, trace)
+
+
+async def _channel(
+    name: str,
+    request: SearchRequest,
+    snap: ReadSnapshot,
+    access: ReadAccess,
+    filters: ReadFilters,
+    index: CandidateIndex | None,
+    paths: dict[str, tuple[str, ...]],
+) -> list[str]:
+    """One channel's candidate ids, best first; a graph channel records each one's path."""
+    window = request.window
+    query = request.query
+    if name == "bm25":
+        if index is None or not query.strip():
+            return []
+        found = await index.search(
+            text=query,
+            tenant_id=access.tenant_id,
+            principals=access.principals,
+            purpose=access.purpose,
+            as_of=access.as_of,
+            size=window,
+        )
+        return [str(c["chunk_id"]) for c in found]
+    if name == "fulltext":
+        return await snap.fulltext(access, filters, query, window)
+    if name == "structured":
+        return await snap.structured(access, filters, structured_keys(request), window)
+    if name == "dense":
+        return await snap.dense(access, filters, query, window)
+    if name == "graph":
+        spec = request.graph
+        reached = await snap.graph(
+            access, filters, graph_seeds(request), spec.relations, spec.hops, window
+        )
+        for r in reached:
+            paths.setdefault(r.chunk_id, r.path)
+        return [r.chunk_id for r in reached]
+    raise ValueError(f"unknown channel {name!r}")
+
+
+def gate_channels(
+    raw: Mapping[str, Sequence[str]], facts: Mapping[str, ChunkFacts], access: ReadAccess
+) -> tuple[dict[str, list[str]], list[TraceLine]]:
+    """Each channel's candidates that pass every gate (in the channel's order), and a trace
+    line for every decision that may be told: confidential refusals leave none."""
+    trace: list[TraceLine] = []
+    ranked: dict[str, list[str]] = {}
+    for channel, ids in raw.items():
+        kept: list[str] = []
+        for chunk_id in ids:
+            found = facts.get(chunk_id)
+            if found is None:  # the index still had it; Postgres no longer does
+                trace.append(TraceLine(stage=channel, decision="dropped", reason="not in Postgres"))
+                continue
+            refused = refusal(found, access)
+            if refused is None:
+                kept.append(chunk_id)
+                reason = f"rank {len(kept)}; passed every gate"
+                trace.append(
+                    TraceLine(stage=channel, chunk_id=chunk_id, decision="admitted", reason=reason)
+                )
+            elif refused[0] not in CONFIDENTIAL:
+                trace.append(
+                    TraceLine(
+                        stage=channel, chunk_id=chunk_id, decision="refused", reason=refused[1]
+                    )
+                )
+        ranked[channel] = kept
+        trace.append(TraceLine(stage=channel, decision="ranked", reason=f"{len(kept)} admitted"))
+    return ranked, trace
+
+
+def highlights_of(chunk: Chunk, query: str) -> list[Highlight]:
+    return [
+        Highlight(start=s, end=e, term=t)
+        for s, e, t in textual.highlights(chunk.text, textual.terms(query))
+    ]
+
+
+def top_chunks(request: SearchRequest, ranked: Ranked) -> list[Chunk]:
+    """The chunks a search answers with, best first."""
+    return [ranked.facts[chunk_id].chunk for chunk_id, _, _ in ranked.fused[: request.limit]]
+
+
+def search_response(request: SearchRequest, ranked: Ranked) -> SearchResponse:
+    hits = []
+    for position, (chunk_id, score, channels) in enumerate(ranked.fused[: request.limit], 1):
+        c = ranked.facts[chunk_id].chunk
+        hits.append(
+            Hit(
+                rank=position,
+                score=round(score, 8),
+                channels=channels,
+                anchor=anchor_of(c),
+                kind=c.kind,
+                text=c.text,
+                highlights=highlights_of(c, request.query),
+                graph_path=list(ranked.paths.get(chunk_id, ())),
+            )
+        )
+    return SearchResponse(
+        as_of=ranked.access.as_of,
+        known_at=ranked.access.known_at,
+        hits=hits,
+        degraded=ranked.degraded,
+        trace=ranked.trace if request.trace else None,
+    )
