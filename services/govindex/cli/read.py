@@ -260,7 +260,7 @@ def verify_pack_command(
 def _print_hits(request: SearchRequest, response: SearchResponse) -> None:
     console.print(
         f"{len(response.hits)} result(s) for {request.query!r} as of {when(response.as_of)} "
-        f"(tenant {request.tenant}, principals {', '.join(request.subject.principals)}, "
+        f"(tenant {request.tenant}, principals {', '.join(request.subject.principals or ())}, "
         f"purpose {request.purpose})"
         + (f"; unavailable: {', '.join(response.degraded)}" if response.degraded else "")
     )

@@ -118,10 +118,12 @@ def worker(
     chosen = _names(names or ["indexer", "purger"])
     port = webhook_port if "webhooks" in chosen else None
     consumers = tuple(n for n in chosen if n not in LISTENERS)
-    if "reader" in chosen and not settings.read_tokens:
+    if "reader" in chosen and not settings.read_tokens and not settings.read_jwks:
         raise Failure(
-            "the read API needs bearer tokens: set GOVINDEX_READ_TOKENS, e.g. "
-            '\'{"<long random token>": ["<tenant>"]}\''
+            "the read API needs credentials: set GOVINDEX_READ_TOKENS (bound service "
+            'tokens, e.g. \'{"<long random token>": {"name": "rag-app", "tenants": ["acme"], '
+            '"principals": ["user:*"], "purposes": ["support"]}}\') and/or GOVINDEX_READ_JWKS '
+            "with GOVINDEX_READ_JWT_ISSUER and GOVINDEX_READ_JWT_AUDIENCE (verified JWTs)"
         )
     return asyncio.run(
         _serve(
@@ -194,7 +196,7 @@ async def _serve(
 ) -> int:
     """Run the workers and listeners until SIGINT/SIGTERM. With `stack` (a laptop) every
     listener runs on loopback with a free port and generated tokens, written to stack.json."""
-    from ingest.app import reconcile_all
+    from ingest.app import reconcile_sources
 
     if bootstrap:
         await prepare(settings)
@@ -228,7 +230,7 @@ async def _serve(
             _ready(settings, workers, generation, metrics_url, extra, stack), soft_wrap=True
         )
         if reconcile:
-            for source_id, result in (await reconcile_all(rt)).items():
+            for source_id, result in (await reconcile_sources(rt)).items():
                 console.print(f"govindex: reconciled {source_id}: {result}", soft_wrap=True)
         await _until_stopped()
         console.print("govindex: stopping ...")
@@ -254,22 +256,34 @@ def _serve_metrics(settings: Settings, laptop: bool) -> str:
 async def _start_read_api(
     rt: Runtime, settings: Settings, laptop: bool, extra: dict[str, str]
 ) -> _Server:
-    """The read API; without GOVINDEX_READ_TOKENS a laptop gets one token for every
-    tenant (in stack.json, owner-only)."""
-    from reader.app import ReadServer
+    """The read API, with the service tokens of GOVINDEX_READ_TOKENS and the JWTs of
+    GOVINDEX_READ_JWKS. A laptop with neither gets one token for every tenant that binds
+    tenants only (any principal and purpose), in stack.json (owner-only), which says so."""
+    from reader.app import ReadServer, jwt_config
+    from reader.credentials import JwksUnavailable
 
-    tokens = dict(settings.read_tokens)
-    if not tokens and laptop:
-        token = secrets.token_urlsafe(24)
-        tokens = {token: ["*"]}
-        extra["read_token"] = token
-    reads = ReadServer(
-        rt, tokens, host=settings.read_host, port=0 if laptop else settings.read_port
-    )
+    tokens: dict[str, object] = dict(settings.read_tokens)
     try:
+        jwt = jwt_config(settings)
+        if not tokens and jwt is None and laptop:
+            token = secrets.token_urlsafe(24)
+            tokens = {token: ["*"]}
+            binds = (
+                "tenants only: any principal and purpose (a laptop token; use bound tokens or "
+                "JWTs in production)"
+            )
+            extra["read_token"], extra["read_token_binds"] = token, binds
+        reads = ReadServer(
+            rt, tokens, host=settings.read_host, port=0 if laptop else settings.read_port, jwt=jwt
+        )
         extra["read_url"] = await reads.start()
-    except ValueError as exc:
-        raise Failure(str(exc)) from None
+    except (ValueError, JwksUnavailable) as exc:
+        raise Failure(f"the read API cannot start: {exc}") from None
+    except OSError as exc:
+        raise Failure(
+            f"cannot serve the read API on {settings.read_host}:{settings.read_port}: {exc}; "
+            "set GOVINDEX_READ_PORT to a free port"
+        ) from None
     return reads
 
 

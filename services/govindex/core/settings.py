@@ -181,11 +181,42 @@ class Settings(BaseSettings):
     metrics_sample_s: float = Field(
         default=10.0, gt=0, description="Gauges of `/metrics` are sampled this often."
     )
-    read_tokens: dict[str, list[str]] = Field(
+    read_tokens: dict[str, list[str] | dict[str, Any]] = Field(
         default_factory=dict,
-        description="The read API (internal listener): bearer token -> tenants it may read and "
-        'register lineage for, e.g. GOVINDEX_READ_TOKENS=\'{"s3cret": ["acme"]}\' '
-        '("*": every tenant).',
+        description="The read API (internal listener): service token -> what it may assert. "
+        'Bound: `{"<token>": {"name": "rag-app", "tenants": ["acme"], "principals": '
+        '["user:*", "group:eng-*"], "purposes": ["support"]}}` (principals are globs every '
+        "asserted principal must match; purposes omitted: any). A list of tenants "
+        '(`{"<token>": ["acme"]}`, `"*"`: every tenant) binds tenants only: any principal and '
+        "purpose. Tokens are random, at least 16 characters; the read API refuses to start "
+        "with an entry it cannot use.",
+    )
+    read_jwks: str | None = Field(
+        default=None,
+        description="The read API accepts JWTs (access tokens of the tenants' identity "
+        "provider) verified against this JWKS: a file path or an https URL, re-read for an "
+        "unknown key id (rotation) and every 5 minutes. Needs GOVINDEX_READ_JWT_ISSUER and "
+        "GOVINDEX_READ_JWT_AUDIENCE.",
+    )
+    read_jwt_issuer: str | None = Field(
+        default=None, description="The `iss` every JWT must carry, exactly."
+    )
+    read_jwt_audience: str | None = Field(
+        default=None, description="The `aud` every JWT must carry (this read API)."
+    )
+    read_jwt_tenant_claim: str = Field(
+        default="tenant", description="The JWT claim holding the one tenant the token proves."
+    )
+    read_jwt_groups_claim: str = Field(
+        default="groups",
+        description="The JWT claim holding the caller's groups (a list), proven as "
+        "`group:<g>` principals beside `user:<sub>`.",
+    )
+    read_jwt_leeway_s: float = Field(
+        default=30.0,
+        ge=0,
+        le=600,
+        description="Clock skew allowed on a JWT's `exp`, `nbf` and `iat`.",
     )
     read_host: str = Field(
         default="127.0.0.1", description="Address of the read API (internal listener)."
@@ -226,6 +257,12 @@ class Settings(BaseSettings):
         ge=-1,
         le=1,
         description="Cosine similarity under which the dense channel returns nothing for a chunk.",
+    )
+    audit_retention_days: int = Field(
+        default=90,
+        ge=1,
+        description="Audit records of answered reads are kept this many days; "
+        "`govindex retention` deletes older ones.",
     )
 
     @property
