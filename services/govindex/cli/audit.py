@@ -120,9 +120,15 @@ def audit_command(
         for row in found:
             console.print(json.dumps(dataclasses.asdict(row), default=_iso), soft_wrap=True)
         return 0
+    _print_rows(found)
+    return 0
+
+
+def _print_rows(found: list[AuditRow]) -> None:
+    """The records as a table, newest first; principals cut short."""
     if not found:
         console.print("no audit records match")
-        return 0
+        return
     print_table(
         (
             "TIME",
@@ -150,7 +156,6 @@ def audit_command(
             for r in found
         ),
     )
-    return 0
 
 
 def _iso(value: object) -> str:
