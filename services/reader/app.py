@@ -1,5 +1,5 @@
-"""The read service's wiring: its ports from a Runtime, its credentials from settings, and
-the internal HTTP listener."""
+"""The read service's wiring: its ports and read audit from a Runtime, its credentials from
+settings, and the internal HTTP listener."""
 
 from __future__ import annotations
 
@@ -83,6 +83,7 @@ class ReadServer:
 
     `tokens` is the `GOVINDEX_READ_TOKENS` setting (token -> tenants, or a binding of
     tenants, principal patterns and purposes); `jwt`, how JWTs are verified (`jwt_config`).
+    Every answer and refusal is recorded in the Runtime's read audit (`Runtime.audit`).
     `start` refuses (`ValueError`, `TokenSettingsError`) an unusable token entry or no
     credential at all, and reads the JWKS once, so a wrong path or URL stops the start
     (`JwksUnavailable`) instead of every later read.
@@ -106,7 +107,11 @@ class ReadServer:
             )
         verifier = JwtVerifier(self.jwt) if self.jwt is not None else None
         app = build_read_app(
-            read_service(self.rt), self.rt.lineage, self.tokens, jwt_verifier=verifier
+            read_service(self.rt),
+            self.rt.lineage,
+            self.tokens,
+            jwt_verifier=verifier,
+            audit=self.rt.audit,
         )
         if verifier is not None:
             keys = await asyncio.to_thread(verifier.load)  # a file or https read may block

@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
+from govindex.core.metrics import observe_cache
 from govindex.core.ports import ReadCache, ReadStore
 from govindex.core.records import Chunk
 from reader.models import Pack, SearchRequest, SearchResponse
@@ -104,16 +105,24 @@ class AnswerCache:
     ) -> T:
         name = cache_key(kind, request)
         if self._cache is not None and request.cache == "use":
-            stored = await self._cache.get(name)
-            if stored is not None:
-                entry = Entry.model_validate_json(stored)
-                if await self._store.still_current(entry.documents):
-                    result = model.model_validate_json(entry.body)
-                    return result.model_copy(update={"cached": True})
+            served = await self._served(self._cache, name, model)
+            observe_cache(hit=served is not None)
+            if served is not None:
+                return served
         result, held, sequences = await build()
         if self._cache is not None and request.cache != "bypass":
             await self.keep(name, request, result, held, sequences)
         return result
+
+    async def _served(self, cache: ReadCache, name: str, model: type[T]) -> T | None:
+        """The entry under `name` if it is still current (a hit), else None (a miss)."""
+        stored = await cache.get(name)
+        if stored is None:
+            return None
+        entry = Entry.model_validate_json(stored)
+        if not await self._store.still_current(entry.documents):
+            return None
+        return model.model_validate_json(entry.body).model_copy(update={"cached": True})
 
     async def keep(
         self,

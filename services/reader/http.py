@@ -9,36 +9,35 @@
 
 Every /v1 request is authenticated by its bearer credential (`reader.credentials`): a
 service token bound to tenants, principal patterns and purposes, or a JWT verified against
-the identity provider's JWKS. No credential, or one that proves nothing: 401 with
-`WWW-Authenticate: Bearer`; the JWKS unreadable: 503. A search, a pack or an opened anchor
-runs as the subject its credential admits, never as more: a tenant, principal, scope or
-purpose beyond the credential is a 403 naming it and the credential (never a silent
-narrowing); no principals with a service token (it carries no subject): 400. Verify and
-lineage act for a tenant, which the credential must prove (403).
-A malformed request (not a JSON object, a wrong type, a value past its bound or holding a
-control character): 400 naming the field and the reason; types are strict, so
-`"trace": "yes"` is refused, not read as true. A body past its route's size: 413. Postgres
-unreachable: 503 (fail closed; OpenSearch alone never answers). The body is read as JSON
-whatever its declared content type.
+the identity provider's JWKS. None, or one that proves nothing: 401 (`WWW-Authenticate:
+Bearer`); the JWKS unreadable: 503. A read runs as the subject its credential admits, never
+more: a tenant, principal, scope or purpose beyond it is a 403 naming it and the credential
+(never a silent narrowing); a service token without principals: 400. Verify and lineage act
+for a tenant the credential must prove (403). A malformed request: 400 naming the field
+(types are strict: `"trace": "yes"` is refused); a body past its route's size: 413;
+Postgres unreachable: 503 (fail closed; OpenSearch alone never answers). Bodies are read as
+JSON whatever their declared content type. Every answer leaves one audit record
+(`ReadAudit`), and so does every refusal (4xx) of an accepted credential; a 401 is only
+logged. An answer whose record cannot be written is a 503 (fail closed). Every request is
+counted and timed by endpoint and status (`govindex.core.metrics`).
 This listener is never the public one: the webhook receiver serves only signed webhooks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import structlog
 from aiohttp import web
-from pydantic import AwareDatetime, BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel
 
 from govindex.core.errors import TransientError
-from govindex.core.inputs import quote
-from govindex.core.ports import LineageRegistry
-from govindex.core.records import Slug
+from govindex.core.metrics import OTHER, observe_read
+from govindex.core.ports import AUDIT_ENDPOINTS, AuditEndpoint, LineageRegistry, ReadAudit
 from reader.access import admitted_access, admitted_request
 from reader.credentials import (
     Admitted,
@@ -58,14 +57,23 @@ from reader.models import (
     ApiError,
     ChunkView,
     DerivedArtifact,
-    Id,
     PackRequest,
     SearchRequest,
     VerifyRequest,
-    WirePrincipal,
 )
 from reader.probes import PROBES, add_probes
-from reader.service import ReadService
+from reader.service import Answer, ReadService, Trail, canonical_hash, record
+from reader.wire import (
+    ID,
+    LINEAGE_BODY_MAX,
+    TRAIL,
+    VERIFY_BODY_MAX,
+    ApiRefusal,
+    json_answer,
+    opening,
+    param,
+    parse_body,
+)
 
 log = structlog.get_logger(__name__)
 M = TypeVar("M", bound=BaseModel)
@@ -73,79 +81,68 @@ R = TypeVar("R", bound=SearchRequest)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _PROVEN = web.RequestKey("proven", Proven)
-_PRINCIPAL: TypeAdapter[str] = TypeAdapter(WirePrincipal)
-_SLUG: TypeAdapter[str] = TypeAdapter(Slug)
-_ID: TypeAdapter[str] = TypeAdapter(Id)
-_WHEN: TypeAdapter[datetime] = TypeAdapter(AwareDatetime)
 
 # Where each part of what `admit` judges sits in a request, to name it in a refusal.
 _BODY_FIELDS = {"principals": "subject.principals", "scopes": "subject.scopes"}
 _QUERY_FIELDS = {"principals": "principal", "scopes": "scope"}
-
-# Bodies are read whole before they are parsed: each route reads at most this much. A search
-# or pack request is a few KiB even at every bound; a manifest of MAX_PINS pins well under
-# 4 MiB; a derived artifact may carry a 1,000,000-character text.
-SEARCH_BODY_MAX = 1024**2
-VERIFY_BODY_MAX = 4 * 1024**2
-LINEAGE_BODY_MAX = 8 * 1024**2
-_READ_CHUNK = 64 * 1024
+# The /v1 routes are named after their audit endpoint, which is their metrics label too.
+_AUDITED: dict[str, AuditEndpoint] = {endpoint: endpoint for endpoint in AUDIT_ENDPOINTS}
 
 
-class ApiRefusal(Exception):
-    def __init__(
-        self,
-        status: int,
-        error: str,
-        reason: str,
-        field: str | None = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        super().__init__(reason)
-        self.status, self.body = status, ApiError(error=error, field=field, reason=reason)
-        self.headers = headers
+def _route(request: web.Request) -> AuditEndpoint | None:
+    """The audited endpoint a request reached; None for a probe, an unknown path or method."""
+    return _AUDITED.get(request.match_info.route.name or "")
 
 
-def _json(model: BaseModel, status: int = 200) -> web.Response:
-    return web.Response(
-        body=model.model_dump_json().encode(), status=status, content_type="application/json"
-    )
+def metrics_middleware() -> Any:
+    """Count and time every request by endpoint and status (`observe_read`)."""
+
+    @web.middleware
+    async def measured(request: web.Request, handler: Handler) -> web.StreamResponse:
+        started, status = time.perf_counter(), 500  # what escapes as an exception is a 500
+        try:
+            response = await handler(request)
+            status = response.status
+            return response
+        except web.HTTPException as exc:  # aiohttp's own: an unknown path or method
+            status = exc.status
+            raise
+        finally:
+            endpoint = _route(request) or ("probe" if request.path in PROBES else OTHER)
+            observe_read(endpoint, status, time.perf_counter() - started)
+
+    return measured
 
 
-def _bad_request(exc: ValidationError, field: str | None = None) -> ApiRefusal:
-    first = exc.errors(include_url=False, include_context=False, include_input=False)[0]
-    where = ".".join(str(p) for p in first["loc"]) or field
-    reason = first["msg"]
-    if first["type"] == "model_type" and not first["loc"]:
-        reason = "the body must be a JSON object"
-    return ApiRefusal(400, "bad_request", reason, where)
+def audit_middleware(audit: ReadAudit | None) -> Any:
+    """Record each request to an audited route whose credential was accepted: its answer, or
+    its refusal (4xx), with what its `Trail` holds by then. An answer whose record cannot be
+    written is not given (503: an unaudited answer must not leave); a refusal is given
+    whatever its record's fate. `audit` None: nothing is recorded."""
+
+    @web.middleware
+    async def audited(request: web.Request, handler: Handler) -> web.StreamResponse:
+        endpoint, proven = _route(request), request.get(_PROVEN)
+        if endpoint is None or proven is None:
+            return await handler(request)
+        trail = request[TRAIL] = Trail.of(endpoint, proven)
+        try:
+            response = await handler(request)
+        except ApiRefusal as refusal:
+            if refusal.status < 500:
+                await record(audit, trail, refusal.status)
+            raise
+        if not await record(audit, trail, response.status):
+            reason = "the read cannot be audited now, so it is not answered: try again shortly"
+            raise ApiRefusal(503, "unavailable", reason)
+        return response
+
+    return audited
 
 
-async def _read(request: web.Request, limit: int) -> bytes:
-    """The body, refused with 413 as soon as it is known to pass `limit` bytes (a declared
-    length says so before anything is read; a chunked body, once it has)."""
-    too_large = ApiRefusal(
-        413, "too_large", f"the body is larger than this route takes ({limit} bytes)"
-    )
-    if request.content_length is not None and request.content_length > limit:
-        raise too_large
-    body = bytearray()
-    while chunk := await request.content.read(_READ_CHUNK):
-        body += chunk
-        if len(body) > limit:
-            raise too_large
-    return bytes(body)
-
-
-async def _body(request: web.Request, model: type[M], limit: int = SEARCH_BODY_MAX) -> M:
-    raw = await _read(request, limit)
-    try:
-        # Strict: a boolean or a number that decides what happens is never coerced from a
-        # string ("yes", "1"); JSON strings still parse as datetimes.
-        return model.model_validate_json(raw, strict=True)
-    except ValidationError as exc:
-        raise _bad_request(exc) from None
-    except (ValueError, RecursionError):
-        raise ApiRefusal(400, "bad_request", "the body is not valid JSON") from None
+def _answered(request: web.Request, answer: Answer) -> web.Response:
+    request[TRAIL].answered(answer)
+    return json_answer(answer)
 
 
 # --- credentials --------------------------------------------------------------------------
@@ -170,7 +167,7 @@ def credentials_middleware(auth: Authenticator) -> Any:
         except TransientError as exc:
             log.warning("read.unavailable", error=str(exc))
             body = ApiError(error="unavailable", reason="the system of record is unreachable")
-            return _json(body, 503)
+            return json_answer(body, 503)
 
     return guard
 
@@ -188,11 +185,8 @@ async def _authenticate(auth: Authenticator, request: web.Request) -> Proven:
         ) from None
     except JwksUnavailable as exc:
         log.warning("read.jwks_unavailable", error=str(exc))
-        raise ApiRefusal(
-            503,
-            "unavailable",
-            "the identity provider's signing keys cannot be read now: try again shortly",
-        ) from None
+        reason = "the identity provider's signing keys cannot be read now: try again shortly"
+        raise ApiRefusal(503, "unavailable", reason) from None
 
 
 def _refused(request: web.Request, exc: CredentialError, fields: Mapping[str, str]) -> ApiRefusal:
@@ -233,11 +227,13 @@ def _admit(
                 f"takes ({MAX_PRINCIPALS}): name the {name} this read is for",
                 fields[name],
             )
+    request[TRAIL].ran_as(admitted)
     return admitted
 
 
 def _as_admitted(request: web.Request, body: R) -> R:
     """`body` as the subject its credential admits: what the service runs and echoes."""
+    request[TRAIL].asked(body)
     subject = body.subject
     admitted = _admit(
         request, body.tenant, subject.principals, subject.scopes_asked, body.purpose, _BODY_FIELDS
@@ -246,6 +242,7 @@ def _as_admitted(request: web.Request, body: R) -> R:
 
 
 def _prove_tenant(request: web.Request, tenant: str, field: str) -> None:
+    request[TRAIL].tenant = tenant
     try:
         prove_tenant(request[_PROVEN], tenant)
     except CredentialError as exc:
@@ -255,50 +252,51 @@ def _prove_tenant(request: web.Request, tenant: str, field: str) -> None:
 # --- the app ------------------------------------------------------------------------------
 
 
-def build_read_app(
-    service: ReadService,
-    lineage: LineageRegistry,
-    tokens: Mapping[str, object],
-    *,
-    jwt_verifier: JwtVerifier | None = None,
-) -> web.Application:
-    """The read API over `service`, accepting the service tokens of `tokens` (the
-    `GOVINDEX_READ_TOKENS` setting: token -> tenants, or a binding) and JWTs `jwt_verifier`
-    verifies. Raises `TokenSettingsError` for an unusable entry, `ValueError` for no
-    credential at all."""
-    auth = Authenticator(bound_tokens(tokens), jwt_verifier)
+@dataclass(frozen=True)
+class _Routes:
+    """The /v1 handlers, over the read service and the lineage registry."""
 
-    async def search(request: web.Request) -> web.Response:
-        body = await _body(request, SearchRequest)
-        return _json(await service.search(_as_admitted(request, body)))
+    service: ReadService
+    lineage: LineageRegistry
 
-    async def packs(request: web.Request) -> web.Response:
-        body = await _body(request, PackRequest)
-        return _json(await service.pack(_as_admitted(request, body)))
+    async def search(self, request: web.Request) -> web.Response:
+        body = await parse_body(request, SearchRequest)
+        return _answered(request, await self.service.search(_as_admitted(request, body)))
 
-    async def verify(request: web.Request) -> web.Response:
-        body = await _body(request, VerifyRequest, VERIFY_BODY_MAX)
-        _prove_tenant(request, body.manifest.tenant, "manifest.tenant")
-        return _json(await service.verify(body.manifest))
+    async def pack(self, request: web.Request) -> web.Response:
+        body = await parse_body(request, PackRequest)
+        return _answered(request, await self.service.pack(_as_admitted(request, body)))
 
-    async def chunk(request: web.Request) -> web.Response:
-        asked = _opening(request)
+    async def verify(self, request: web.Request) -> web.Response:
+        manifest = (await parse_body(request, VerifyRequest, VERIFY_BODY_MAX)).manifest
+        request[TRAIL].verifying(manifest)
+        _prove_tenant(request, manifest.tenant, "manifest.tenant")
+        return _answered(request, await self.service.verify(manifest))
+
+    async def chunk(self, request: web.Request) -> web.Response:
+        trail = request[TRAIL]
+        # What is hashed for a GET: its path and every query parameter's values, in order.
+        query = {name: request.query.getall(name) for name in request.query}
+        trail.request_hash = canonical_hash({"path": request.path, "query": query})
+        asked = opening(request)
+        trail.tenant, trail.purpose, trail.as_of = asked.tenant, asked.purpose, asked.as_of
         admitted = _admit(
             request, asked.tenant, asked.principals, asked.scopes, asked.purpose, _QUERY_FIELDS
         )
         access = admitted_access(
             tenant=asked.tenant, admitted=admitted, purpose=asked.purpose, as_of=asked.as_of
         )
-        found = await service.chunk(_param(_ID, "chunk_id", request.match_info["chunk_id"]), access)
+        chunk_id = param(ID, "chunk_id", request.match_info["chunk_id"])
+        found = await self.service.chunk(chunk_id, access)
         if found is None:  # refused and unknown look the same
             raise ApiRefusal(404, "not_found", "no such chunk for this subject at as_of")
-        view = ChunkView(
-            anchor=anchor_of(found), kind=found.kind, text=found.text, as_of=access.as_of
+        trail.chunk_ids = (found.chunk_id,)
+        return json_answer(
+            ChunkView(anchor=anchor_of(found), kind=found.kind, text=found.text, as_of=access.as_of)
         )
-        return _json(view)
 
-    async def register(request: web.Request) -> web.Response:
-        body = await _body(request, DerivedArtifact, LINEAGE_BODY_MAX)
+    async def register(self, request: web.Request) -> web.Response:
+        body = await parse_body(request, DerivedArtifact, LINEAGE_BODY_MAX)
         _prove_tenant(request, body.tenant_id, "tenant_id")
         foreign = [
             b for b in body.built_from if "/" in b and not b.startswith(f"{body.tenant_id}/")
@@ -307,7 +305,7 @@ def build_read_app(
             raise ApiRefusal(
                 403, "forbidden", "built_from names another tenant's documents", "built_from"
             )
-        await lineage.register_derived(
+        await self.lineage.register_derived(
             body.kind,
             body.id,
             body.built_from,
@@ -317,69 +315,30 @@ def build_read_app(
         )
         return web.json_response({"registered": f"{body.kind}/{body.id}"}, status=201)
 
+
+def build_read_app(
+    service: ReadService,
+    lineage: LineageRegistry,
+    tokens: Mapping[str, object],
+    *,
+    jwt_verifier: JwtVerifier | None = None,
+    audit: ReadAudit | None = None,
+) -> web.Application:
+    """The read API over `service`, accepting the service tokens of `tokens` (the
+    `GOVINDEX_READ_TOKENS` setting: token -> tenants, or a binding) and JWTs `jwt_verifier`
+    verifies, recording every answer and refusal in `audit` (None: nothing is recorded, for
+    an app a test builds by hand). Raises `TokenSettingsError` for an unusable entry,
+    `ValueError` for no credential at all."""
+    auth = Authenticator(bound_tokens(tokens), jwt_verifier)
+    routes = _Routes(service, lineage)
     app = web.Application(
-        middlewares=[credentials_middleware(auth)], client_max_size=LINEAGE_BODY_MAX
+        middlewares=[metrics_middleware(), credentials_middleware(auth), audit_middleware(audit)],
+        client_max_size=LINEAGE_BODY_MAX,
     )
-    app.router.add_post("/v1/search", search)
-    app.router.add_post("/v1/packs", packs)
-    app.router.add_post("/v1/packs/verify", verify)
-    app.router.add_get("/v1/chunks/{chunk_id}", chunk)
-    app.router.add_post("/v1/lineage", register)
+    app.router.add_post("/v1/search", routes.search, name="search")
+    app.router.add_post("/v1/packs", routes.pack, name="pack")
+    app.router.add_post("/v1/packs/verify", routes.verify, name="verify")
+    app.router.add_get("/v1/chunks/{chunk_id}", routes.chunk, name="chunk")
+    app.router.add_post("/v1/lineage", routes.register, name="lineage")
     add_probes(app, service.ports.store)
     return app
-
-
-def _param(adapter: TypeAdapter[Any], name: str, value: str) -> Any:
-    """One path or query parameter, validated like the body's field of the same kind."""
-    try:
-        return adapter.validate_python(value)
-    except ValidationError as exc:
-        raise _bad_request(exc, name) from None
-
-
-@dataclass(frozen=True)
-class _Opening:
-    """What a request to open one anchor asks for; principals or scopes None: not named."""
-
-    tenant: str
-    principals: list[str] | None
-    scopes: list[str] | None
-    purpose: str
-    as_of: datetime
-
-
-def _opening(request: web.Request) -> _Opening:
-    """GET /v1/chunks/{id}?tenant=T[&principal=P..][&scope=S..]&purpose=U[&as_of=TS]
-
-    No `principal` (or no `scope`): the credential's own, as when a body omits them."""
-    q = request.query
-
-    def one(name: str) -> str:
-        value = q.get(name)
-        if not value:
-            raise ApiRefusal(400, "bad_request", "required", name)
-        return value
-
-    def many(name: str) -> list[str] | None:
-        given = q.getall(name, [])
-        if len(given) > MAX_PRINCIPALS:
-            raise ApiRefusal(
-                400, "bad_request", f"at most {MAX_PRINCIPALS}, not {len(given)}", name
-            )
-        return [_param(_PRINCIPAL, name, v) for v in given] or None
-
-    tenant: str = _param(_SLUG, "tenant", one("tenant"))
-    principals = many("principal")
-    scopes = many("scope")
-    purpose: str = _param(_SLUG, "purpose", one("purpose"))
-    when = q.get("as_of")
-    try:
-        as_of = _WHEN.validate_python(when) if when else datetime.now(UTC)
-    except ValidationError:
-        raise ApiRefusal(
-            400,
-            "bad_request",
-            f"as_of is an ISO time with a zone (e.g. Z), not {quote(when)}",
-            "as_of",
-        ) from None
-    return _Opening(tenant, principals, scopes, purpose, as_of)

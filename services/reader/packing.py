@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from govindex.core.metrics import observe_tokens_packed
 from govindex.core.ports import ChunkFacts, ReadAccess, ReadSnapshot
 from govindex.core.records import Chunk
 from reader import text as textual
@@ -41,7 +42,9 @@ Context = list[tuple[Relation, Chunk]]
 async def assemble(
     request: PackRequest, ranked: Ranked, snap: ReadSnapshot
 ) -> tuple[Pack, list[Chunk]]:
-    """The pack, and every chunk it holds (items, context and corroborating copies)."""
+    """The pack, and every chunk it holds (items, context and corroborating copies). The copies
+    folded into items are counted on `ranked.refused` as `dedup`; the tokens packed are
+    observed."""
     # Which candidates become items depends on what earlier items' context takes, so the
     # context of every candidate is read up front, in one statement for the request.
     around = await snap.facts_around(
@@ -50,6 +53,9 @@ async def assemble(
         neighbours=request.hydration.neighbours,
     )
     chosen = select(request, ranked, around)
+    if chosen.folded:
+        ranked.refused["dedup"] = ranked.refused.get("dedup", 0) + chosen.folded
+    observe_tokens_packed(chosen.used)
     items = flag_contradictions(chosen.items, chosen.contradictions)
     if items:
         items = flag_relations(items, await snap.edges_about(ranked.access, doc_keys(items)))
@@ -116,6 +122,7 @@ class Selection:
     items: list[PackItem] = field(default_factory=list)
     held: list[Chunk] = field(default_factory=list)
     used: int = 0
+    folded: int = 0  # copies folded into an item as its corroboration
     contradictions: list[tuple[int, int]] = field(default_factory=list)
     taken_hashes: dict[str, int] = field(default_factory=dict)  # content hash -> item index
     taken_chunks: set[str] = field(default_factory=set)
@@ -133,6 +140,7 @@ class Selection:
             update={"corroboration": [*item.corroboration, anchor_of(c)]}
         )
         self.held.append(c)
+        self.folded += 1
         self._say("dedup", c, "folded", why + item.key)
 
     def document_full(self, c: Chunk) -> bool:

@@ -2,33 +2,39 @@
 
 Gates decide on facts read in the request's snapshot, before fusion; the ranked hits a search
 answers with are built here too. Nothing about a candidate refused by tenant, ACL, scope or
-purpose leaves this module: not its id, not a count, not a trace line.
+purpose leaves this module to the caller: not its id, not a count, not a trace line (the
+process's metrics count refusals by gate, across every request and subject).
 """
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import structlog
 
 from govindex.core.errors import TransientError
+from govindex.core.metrics import observe_channel
 from govindex.core.ports import CandidateIndex, ChunkFacts, ReadAccess, ReadFilters, ReadSnapshot
 from govindex.core.records import Chunk
 from reader import text as textual
 from reader.fusion import RRF_K, fuse
-from reader.gates import CONFIDENTIAL, refusal
+from reader.gates import CONFIDENTIAL, Gate, refusal
 from reader.manifest import anchor_of
 from reader.models import Highlight, Hit, SearchRequest, SearchResponse, TraceLine
 
 log = structlog.get_logger(__name__)
 
 Fused = tuple[str, float, dict[str, int]]  # chunk id, fused score, rank per channel
+Verdicts = Mapping[str, tuple[Gate, str] | None]  # chunk id -> its refusal (None: admitted)
 
 
 @dataclass
 class Ranked:
-    """What the channels and the gates agreed on, for one request."""
+    """What the channels and the gates agreed on, for one request. `refused` counts the
+    candidates each gate refused (packing adds `dedup`), for the process's metrics only."""
 
     access: ReadAccess
     fused: list[Fused]
@@ -36,6 +42,7 @@ class Ranked:
     paths: dict[str, tuple[str, ...]]
     degraded: list[str]
     trace: list[TraceLine] = field(default_factory=list)
+    refused: dict[str, int] = field(default_factory=dict)
 
 
 def filters_of(request: SearchRequest) -> ReadFilters:
@@ -64,12 +71,13 @@ async def rank(
     """Every channel the request names (once each, in its order), gated, then fused.
 
     A bm25 channel that cannot answer is reported in `degraded`; Postgres failing fails the
-    read (fail closed: OpenSearch alone never answers)."""
+    read (fail closed: OpenSearch alone never answers). Each channel's time is observed."""
     filters = filters_of(request)
     paths: dict[str, tuple[str, ...]] = {}
     degraded: list[str] = []
     raw: dict[str, list[str]] = {}
     for name in dict.fromkeys(request.channels):
+        started = time.perf_counter()
         try:
             raw[name] = await _channel(name, request, snap, access, filters, index, paths)
         except TransientError as exc:
@@ -77,10 +85,14 @@ async def rank(
                 raise  # Postgres itself: fail closed
             log.warning("read.channel_unavailable", channel=name, error=str(exc))
             degraded.append(name)
+        finally:
+            observe_channel(name, time.perf_counter() - started, degraded=name in degraded)
     facts = await snap.facts(sorted({c for ids in raw.values() for c in ids}))
-    ranked, trace = gate_channels(raw, facts, access)
+    judged = verdicts(facts, access)
+    ranked, trace = gate_channels(raw, facts, access, judged)
     fused = fuse(ranked, {c: f.chunk for c, f in facts.items()}, RRF_K)
-    return Ranked(access, fused, facts, paths, degraded, trace)
+    refused = Counter[str](v[0] for v in judged.values() if v is not None)
+    return Ranked(access, fused, facts, paths, degraded, trace, dict(refused))
 
 
 async def _channel(
@@ -124,21 +136,32 @@ async def _channel(
     raise ValueError(f"unknown channel {name!r}")
 
 
+def verdicts(
+    facts: Mapping[str, ChunkFacts], access: ReadAccess
+) -> dict[str, tuple[Gate, str] | None]:
+    """Each candidate judged once, however many channels found it."""
+    return {chunk_id: refusal(found, access) for chunk_id, found in facts.items()}
+
+
 def gate_channels(
-    raw: Mapping[str, Sequence[str]], facts: Mapping[str, ChunkFacts], access: ReadAccess
+    raw: Mapping[str, Sequence[str]],
+    facts: Mapping[str, ChunkFacts],
+    access: ReadAccess,
+    judged: Verdicts | None = None,
 ) -> tuple[dict[str, list[str]], list[TraceLine]]:
     """Each channel's candidates that pass every gate (in the channel's order), and a trace
-    line for every decision that may be told: confidential refusals leave none."""
+    line for every decision that may be told: confidential refusals leave none. `judged`:
+    the `verdicts` on `facts`, when already known."""
+    judged = verdicts(facts, access) if judged is None else judged
     trace: list[TraceLine] = []
     ranked: dict[str, list[str]] = {}
     for channel, ids in raw.items():
         kept: list[str] = []
         for chunk_id in ids:
-            found = facts.get(chunk_id)
-            if found is None:  # the index still had it; Postgres no longer does
+            if chunk_id not in facts:  # the index still had it; Postgres no longer does
                 trace.append(TraceLine(stage=channel, decision="dropped", reason="not in Postgres"))
                 continue
-            refused = refusal(found, access)
+            refused = judged[chunk_id]
             if refused is None:
                 kept.append(chunk_id)
                 reason = f"rank {len(kept)}; passed every gate"

@@ -6,19 +6,38 @@ then re-checked by `reader.gates` on facts read in the same snapshot (integrity 
 before fusion, so nothing is ever filtered after ranking (`reader.retrieval`). Hydrated
 parents and neighbours pass the same gates (`reader.packing`). Nothing about a candidate
 refused by tenant, ACL, scope or purpose is returned: not its id, not a count, not a trace
-line. Hit totals are never returned. Answers are cached by `reader.cache`.
+line. Hit totals are never returned. Answers are cached by `reader.cache`. What each answer
+is audited with is kept on a `Trail` (`reader.http` records it).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TypeAlias
 
-from govindex.core.ports import CandidateIndex, ReadAccess, ReadCache, ReadSnapshot, ReadStore
+import structlog
+
+from govindex.core.errors import RejectedByStore, TransientError
+from govindex.core.hashing import sha256_hex
+from govindex.core.metrics import observe_refusals
+from govindex.core.ports import (
+    AuditEndpoint,
+    AuditEntry,
+    CandidateIndex,
+    ReadAccess,
+    ReadAudit,
+    ReadCache,
+    ReadSnapshot,
+    ReadStore,
+)
 from govindex.core.records import Chunk
 from reader.access import manifest_access, request_access
 from reader.cache import AnswerCache, cache_key, doc_key
+from reader.credentials import Admitted, Proven
 from reader.gates import refusal
 from reader.manifest import judge_pin, overall, pack_hash, pins
 from reader.models import (
@@ -32,8 +51,21 @@ from reader.models import (
 from reader.packing import assemble
 from reader.retrieval import Ranked, rank, search_response, top_chunks
 
+log = structlog.get_logger(__name__)
+Answer: TypeAlias = SearchResponse | Pack | VerifyResponse  # an answer that names chunks
+
 # cache_key stays importable from here: callers that inspect entries name them as we do.
-__all__ = ["ReadPorts", "ReadService", "cache_key"]
+__all__ = [
+    "Answer",
+    "ReadPorts",
+    "ReadService",
+    "Trail",
+    "cache_key",
+    "canonical_hash",
+    "record",
+    "request_hash",
+    "returned",
+]
 
 
 @dataclass(frozen=True)
@@ -55,6 +87,7 @@ class ReadService:
         async def build() -> tuple[SearchResponse, list[Chunk], dict[str, int]]:
             async with self.ports.store.snapshot() as snap:
                 ranked = await self._rank(request, snap)
+                observe_refusals(ranked.refused)
                 top = top_chunks(request, ranked)
                 sequences = await snap.doc_sequences(sorted({doc_key(c) for c in top}))
             return search_response(request, ranked), top, sequences
@@ -64,7 +97,9 @@ class ReadService:
     async def pack(self, request: PackRequest) -> Pack:
         async def build() -> tuple[Pack, list[Chunk], dict[str, int]]:
             async with self.ports.store.snapshot() as snap:
-                pack, held = await assemble(request, await self._rank(request, snap), snap)
+                ranked = await self._rank(request, snap)
+                pack, held = await assemble(request, ranked, snap)
+                observe_refusals(ranked.refused)  # dedup included
                 sequences = await snap.doc_sequences(sorted({doc_key(c) for c in held}))
             return pack, held, sequences
 
@@ -109,3 +144,126 @@ class ReadService:
     ) -> None:
         """A cache write as `search` and `pack` make it (the race test writes a late one)."""
         await self._answers.keep(name, request, result, held, sequences)
+
+
+# --- the audit ----------------------------------------------------------------------------
+
+
+@dataclass
+class Trail:
+    """What one request is known to be so far, for its audit record (`AuditEntry`): who
+    proved it, then what it asked for, the subject it ran as and what it returned, as each
+    becomes known. A refusal is recorded with what was known when it was refused: the
+    tenant empty until a valid request named one, the principals and scopes the credential's
+    own (a JWT's; none for a service token) until a subject was admitted."""
+
+    endpoint: AuditEndpoint
+    credential_kind: str
+    credential_name: str
+    subject: str | None
+    principals: tuple[str, ...]
+    scopes: tuple[str, ...]
+    tenant: str = ""
+    request_hash: str = ""  # empty: the body was refused unread (too large)
+    purpose: str | None = None
+    as_of: datetime | None = None
+    known_at: datetime | None = None
+    chunk_ids: tuple[str, ...] = ()
+    pack_hash: str | None = None
+
+    @classmethod
+    def of(cls, endpoint: AuditEndpoint, proven: Proven) -> Trail:
+        return cls(
+            endpoint=endpoint,
+            credential_kind=proven.kind,
+            credential_name=proven.name,
+            subject=proven.subject,
+            principals=tuple(sorted(proven.principals)),
+            scopes=tuple(sorted(proven.scopes or ())),
+        )
+
+    def asked(self, request: SearchRequest) -> None:
+        self.tenant, self.purpose = request.tenant, request.purpose
+        self.as_of, self.known_at = request.as_of, request.known_at
+
+    def verifying(self, manifest: Manifest) -> None:
+        """A verification acts for the manifest's tenant, at its as_of, by what is held now."""
+        self.tenant, self.purpose, self.as_of = manifest.tenant, manifest.purpose, manifest.as_of
+        self.pack_hash = manifest.pack_hash
+
+    def ran_as(self, admitted: Admitted) -> None:
+        self.principals, self.scopes = admitted.principals, admitted.scopes
+
+    def answered(self, answer: Answer) -> None:
+        self.chunk_ids = returned(answer)
+        if isinstance(answer, Pack):
+            self.pack_hash = answer.manifest.pack_hash
+        if not isinstance(answer, VerifyResponse):  # the moment it ran for, `now` resolved
+            self.as_of, self.known_at = answer.as_of, answer.known_at
+
+    def entry(self, status: int) -> AuditEntry:
+        return AuditEntry(
+            endpoint=self.endpoint,
+            status=status,
+            credential_kind=self.credential_kind,
+            credential_name=self.credential_name,
+            subject=self.subject,
+            tenant=self.tenant,
+            principals=self.principals,
+            scopes=self.scopes,
+            purpose=self.purpose,
+            as_of=self.as_of,
+            known_at=self.known_at,
+            request_hash=self.request_hash,
+            chunk_ids=self.chunk_ids,
+            pack_hash=self.pack_hash,
+        )
+
+
+async def record(audit: ReadAudit | None, trail: Trail, status: int) -> bool:
+    """Keep the trail's record with `status`; False, and logged, when it cannot be kept
+    (PostgreSQL unavailable, or the row refused). `audit` None: nothing to keep."""
+    if audit is None:
+        return True
+    try:
+        await audit.record(trail.entry(status))
+    except (TransientError, RejectedByStore) as exc:
+        log.error(
+            "read.audit_failed",
+            endpoint=trail.endpoint,
+            status=status,
+            credential=trail.credential_name,
+            error=str(exc),
+        )
+        return False
+    return True
+
+
+def request_hash(body: bytes) -> str:
+    """`sha256:<hex>` of the canonical JSON of `body`: `json.dumps(value, sort_keys=True,
+    separators=(",", ":"))` of the value it parses to, so the same request however spaced or
+    ordered has one hash. A body that is not JSON: the hash of its bytes."""
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError):
+        return "sha256:" + hashlib.sha256(body).hexdigest()
+    return canonical_hash(value)
+
+
+def canonical_hash(value: object) -> str:
+    return sha256_hex(json.dumps(value, sort_keys=True, separators=(",", ":")))
+
+
+def returned(answer: Answer) -> tuple[str, ...]:
+    """The chunk ids an answer names, in its order: a search's hits; each pack item, then
+    its hydrated chunks and the copies that corroborate it; the pins a verdict judged."""
+    if isinstance(answer, SearchResponse):
+        return tuple(hit.anchor.chunk_id for hit in answer.hits)
+    if isinstance(answer, VerifyResponse):
+        return tuple(pin.chunk_id for pin in answer.pins)
+    ids: list[str] = []
+    for item in answer.items:
+        ids.append(item.anchor.chunk_id)
+        ids.extend(h.anchor.chunk_id for h in item.hydrated)
+        ids.extend(c.chunk_id for c in item.corroboration)
+    return tuple(ids)
