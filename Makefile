@@ -8,10 +8,10 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck check schemas bench bench-purge bench-emission bench-throughput eval-readpath clean up docs
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e clients/python -e '.[dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -24,8 +24,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check services tests bench
-	$(BIN)/ruff format --check services tests bench
+	$(BIN)/ruff check services tests bench clients
+	$(BIN)/ruff format --check services tests bench clients
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)

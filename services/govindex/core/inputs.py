@@ -3,77 +3,36 @@
 Every message a person reads that names an input value quotes it through `quote`, so a
 value of any size prints in about `QUOTE_LIMIT` characters. Wire models refuse control
 characters in what they take with the `SINGLE_LINE` / `PLAIN_TEXT` validators (or `Line`).
+The rules are defined once, in the client distribution the read API's models come from.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Annotated
 
-from pydantic import AfterValidator, Field
-from pydantic_core import PydanticCustomError
+from pydantic import Field
 
-QUOTE_LIMIT = 120
-
-# C0 controls (NUL included) but tab, newline and carriage return; DEL; C1 controls.
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-# Identifiers, principals, labels: one line, so no line breaks or tabs either.
-_CONTROL_OR_BREAK = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
-    """`repr` of a value, cut to about `limit` characters with the full length said.
-
-    Builds at most `limit` characters of the value's text: a huge string is never copied
-    whole into a message (a container is `repr`-ed, which its own size bounds).
-    """
-    if isinstance(value, str):
-        text = value if len(value) <= limit else value[:limit]
-        shown = repr(text)
-        return shown if len(value) <= limit else f"{shown[:-1]}…{shown[-1]} ({len(value)} chars)"
-    shown = repr(value)
-    return shown if len(shown) <= limit else f"{shown[:limit]}… ({len(shown)} chars)"
-
-
-def has_control(value: str, *, single_line: bool = True) -> bool:
-    """Whether `value` holds a control character (also a line break when `single_line`)."""
-    pattern = _CONTROL_OR_BREAK if single_line else _CONTROL
-    return pattern.search(value) is not None
-
-
-def control_at(value: str, *, single_line: bool = True) -> int | None:
-    """Where the first control character of `value` is (see `has_control`), or None."""
-    found = (_CONTROL_OR_BREAK if single_line else _CONTROL).search(value)
-    return None if found is None else found.start()
-
-
-def _refuse_control(value: str, single_line: bool) -> str:
-    at = control_at(value, single_line=single_line)
-    if at is None:
-        return value
-    what = "a control character or line break" if single_line else "a control character"
-    # The reason is passed as context, not as the template: braces in a value stay text.
-    raise PydanticCustomError(
-        "control_character",
-        "{reason}",
-        {"reason": f"{what} (U+{ord(value[at]):04X}) at position {at} of {quote(value)}"},
-    )
-
-
-def _one_line(value: str) -> str:
-    return _refuse_control(value, single_line=True)
-
-
-def _text(value: str) -> str:
-    return _refuse_control(value, single_line=False)
-
-
-# Metadata for an `Annotated[str, Field(...), SINGLE_LINE]`: put it after the length bound,
-# so a huge value is refused by its length before it is scanned.
-SINGLE_LINE = AfterValidator(_one_line)
-# The same for free text: tabs and line breaks allowed, other control characters refused.
-PLAIN_TEXT = AfterValidator(_text)
+from govindex_client._types import (
+    PLAIN_TEXT,
+    QUOTE_LIMIT,
+    SINGLE_LINE,
+    control_at,
+    has_control,
+    quote,
+)
 
 LINE_MAX = 1024
-# One line of printable text: identifiers, names, labels, filters.
+
+# One line of text: identifiers, names, patterns an operator types.
 Line = Annotated[str, Field(min_length=1, max_length=LINE_MAX), SINGLE_LINE]
+
+__all__ = [
+    "LINE_MAX",
+    "PLAIN_TEXT",
+    "QUOTE_LIMIT",
+    "SINGLE_LINE",
+    "Line",
+    "control_at",
+    "has_control",
+    "quote",
+]

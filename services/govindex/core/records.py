@@ -24,14 +24,13 @@ from pydantic import (
 from govindex.core.inputs import has_control, quote
 from govindex.core.paths import check_patterns
 
-# Identifiers end up in Kafka keys (`tenant/source/doc`), index ids and URLs: no slashes in
-# tenant and source ids, no control characters anywhere.
-SLUG = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
-Slug = Annotated[str, Field(pattern=SLUG)]
-# No whitespace, commas or control characters (NUL would reach Postgres text and fail there).
-Principal = Annotated[
-    str, Field(min_length=1, max_length=256, pattern=r"^[^\s,\x00-\x1f\x7f-\x9f]+$")
-]
+# One definition of the value rules, shared with the read API's clients: identifiers (they
+# end up in Kafka keys, index ids and URLs), principals and chunk kinds come from the client
+# distribution, which imports nothing of ours.
+from govindex_client._types import SLUG as SLUG
+from govindex_client._types import ChunkKind as ChunkKind
+from govindex_client._types import Principal as Principal
+from govindex_client._types import Slug as Slug
 
 
 class DeletionMode(StrEnum):
@@ -221,27 +220,6 @@ class SourceManifest(BaseModel):
         if self.acl_policy is AclPolicy.MANIFEST_ONLY and not self.default_acl:
             raise ValueError("acl_policy manifest_only needs a default_acl")
         return self
-
-
-class ChunkKind(StrEnum):
-    """What part of a document's structure a chunk is."""
-
-    PREAMBLE = "preamble"
-    SECTION = "section"
-    STEP = "step"
-    CLAUSE = "clause"
-    TIMELINE_ENTRY = "timeline_entry"
-    FINDING = "finding"
-    ROOT_CAUSE = "root_cause"
-    ACTION_ITEM = "action_item"
-    ROW_GROUP = "row_group"
-    FUNCTION = "function"
-    CLASS = "class"
-    MODULE = "module"
-    KEY = "key"
-    RESOURCE = "resource"
-    BLOCK = "block"
-    PARAGRAPH = "paragraph"
 
 
 @dataclass(frozen=True, slots=True)

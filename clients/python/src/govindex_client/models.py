@@ -1,0 +1,488 @@
+"""The read API's wire models: what it takes and answers (requests, responses, hits, anchors,
+packs, manifests, verdicts, chunk views, errors, lineage), as the server validates them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+
+from govindex_client._types import PLAIN_TEXT, SINGLE_LINE, SLUG, ChunkKind, Principal, Slug
+
+__all__ = [
+    "CHANNELS",
+    "MAX_ENTITIES",
+    "MAX_HYDRATED",
+    "MAX_INT",
+    "MAX_ITEMS",
+    "MAX_LABELS",
+    "MAX_NEIGHBOURS",
+    "MAX_PINS",
+    "MAX_PRINCIPALS",
+    "MAX_QUERY",
+    "MAX_RELATIONS",
+    "MAX_SOURCES",
+    "Anchor",
+    "ApiError",
+    "Budget",
+    "CacheMode",
+    "Channel",
+    "ChunkView",
+    "DerivedArtifact",
+    "DocKey",
+    "Entity",
+    "Filters",
+    "Flag",
+    "GraphSpec",
+    "Highlight",
+    "Hit",
+    "Hydrated",
+    "Hydration",
+    "Id",
+    "Label",
+    "Manifest",
+    "ManifestItem",
+    "Pack",
+    "PackItem",
+    "PackRequest",
+    "Pin",
+    "PinVerdict",
+    "Query",
+    "Readiness",
+    "Registered",
+    "Relation",
+    "SearchRequest",
+    "SearchResponse",
+    "Subject",
+    "TraceLine",
+    "Verdict",
+    "VerifyRequest",
+    "VerifyResponse",
+    "WirePrincipal",
+]
+
+Channel = Literal["bm25", "fulltext", "structured", "graph", "dense"]
+CHANNELS: tuple[Channel, ...] = ("bm25", "fulltext", "structured", "graph", "dense")
+CacheMode = Literal["use", "refresh", "bypass"]
+Verdict = Literal["valid", "stale", "invalid", "tampered"]
+
+_WIRE = ConfigDict(frozen=True, extra="forbid")
+
+# What one request may carry. Every list and string a request holds is bounded, so the work
+# it asks for and any message about it stay small
+# (docs/design/guarantees.md#hostile-input-stays-small); a value past a bound, or
+# holding a control character, is a 400 naming the field.
+MAX_PRINCIPALS = 64
+MAX_ENTITIES = 32
+MAX_LABELS = 64
+MAX_SOURCES = 64
+MAX_RELATIONS = 32
+MAX_QUERY = 4000
+MAX_ITEMS = 200
+MAX_NEIGHBOURS = 2
+# A pack item pins its chunk, its parent and its neighbours on each side; a manifest pins
+# at most this many chunks, so every manifest a pack was built with can be verified.
+MAX_HYDRATED = 1 + 2 * MAX_NEIGHBOURS
+MAX_PINS = MAX_ITEMS * (1 + MAX_HYDRATED)
+MAX_INT = 2**63 - 1  # Postgres bigint
+
+# Principals and scopes: the pattern refuses whitespace, SINGLE_LINE the other controls.
+WirePrincipal = Annotated[Principal, SINGLE_LINE]
+# Chunk and version ids (32 hex digits today), content hashes, citation keys.
+Id = Annotated[str, Field(min_length=1, max_length=128), SINGLE_LINE]
+Entity = Annotated[str, Field(min_length=1, max_length=512), SINGLE_LINE]
+Label = Annotated[str, Field(min_length=1, max_length=256), SINGLE_LINE]
+Relation = Annotated[str, Field(min_length=1, max_length=128), SINGLE_LINE]
+Query = Annotated[str, Field(max_length=MAX_QUERY), PLAIN_TEXT]
+# `tenant/source/doc`: the same rule as a doc id (no C0 controls), which ingest enforces.
+DocKey = Annotated[
+    str, Field(min_length=1, max_length=2 * 128 + 2 + 1024, pattern=r"^[^\x00-\x1f]+$")
+]
+
+
+class Subject(BaseModel):
+    """Who a read is for: the principals it may see as, and the scopes it holds.
+
+    The read API admits only what the request's credential proves (a 403 names anything
+    beyond it). Principals omitted or null: the credential's own, a verified JWT's
+    `user:<sub>` and `group:<g>`; a service token carries no subject, so it must name them.
+    Scopes omitted or null: the credential's (a JWT's `scope`/`scp`; none for a service
+    token); `[]` given means none. In process, with no credential, omitted scopes are none.
+    """
+
+    model_config = _WIRE
+
+    principals: list[WirePrincipal] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_PRINCIPALS,
+        description="omitted or null: the credential's own (required with a service token)",
+    )
+    # Defaults to [] (not None) so code in process reads a list; whether a request named
+    # its scopes is `scopes_asked`.
+    scopes: list[WirePrincipal] | None = Field(
+        default_factory=list,
+        max_length=MAX_PRINCIPALS,
+        description="omitted or null: the credential's own; [] means none",
+    )
+
+    @property
+    def scopes_asked(self) -> list[str] | None:
+        """The scopes the read names; None (omitted or null): the credential's own."""
+        return self.scopes if "scopes" in self.model_fields_set else None
+
+    @model_serializer(mode="wrap")
+    def _unnamed_scopes_stay_unnamed(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Dumped and sent (the client does), a subject means what it did: scopes it did not
+        # name are the credential's, not [].
+        data = handler(self)
+        if "scopes" not in self.model_fields_set and isinstance(data, dict):
+            data.pop("scopes", None)
+        return data
+
+
+class Filters(BaseModel):
+    model_config = _WIRE
+
+    sources: list[Slug] = Field(default_factory=list, max_length=MAX_SOURCES)
+    kinds: list[ChunkKind] = Field(default_factory=list, max_length=len(ChunkKind))
+    labels: list[Label] = Field(default_factory=list, max_length=MAX_LABELS)
+    path_prefix: Annotated[str, Field(max_length=1024), SINGLE_LINE] | None = None
+
+
+class GraphSpec(BaseModel):
+    """Which relations graph expansion may walk (empty: any) and how far."""
+
+    model_config = _WIRE
+
+    relations: list[Relation] = Field(default_factory=list, max_length=MAX_RELATIONS)
+    hops: int = Field(default=2, ge=0, le=2)
+
+
+class Hydration(BaseModel):
+    model_config = _WIRE
+
+    neighbours: int = Field(default=1, ge=0, le=MAX_NEIGHBOURS)
+    parent: bool = True
+
+
+class Budget(BaseModel):
+    model_config = _WIRE
+
+    max_tokens: int = Field(default=4000, ge=1, le=200_000)
+    max_items: int = Field(default=20, ge=1, le=MAX_ITEMS)
+    max_per_document: int = Field(default=3, ge=1, le=200)
+
+
+class SearchRequest(BaseModel):
+    """A governed search: every field that decides what may come back is explicit."""
+
+    model_config = _WIRE
+
+    tenant: str = Field(pattern=SLUG)
+    subject: Subject = Field(
+        default_factory=Subject, description="omitted: the credential's own principals and scopes"
+    )
+    purpose: Slug
+    as_of: AwareDatetime | None = Field(
+        default=None, description="valid time asked about; default: the request's time"
+    )
+    known_at: AwareDatetime | None = Field(
+        default=None, description="system time: what the index held at this moment"
+    )
+    query: Query = ""
+    entities: list[Entity] = Field(default_factory=list, max_length=MAX_ENTITIES)
+    filters: Filters = Field(default_factory=Filters)
+    channels: list[Channel] = Field(
+        default_factory=lambda: list(CHANNELS), min_length=1, max_length=len(CHANNELS)
+    )
+    graph: GraphSpec = Field(default_factory=GraphSpec)
+    window: int = Field(default=50, ge=1, le=500, description="candidates per channel")
+    limit: int = Field(default=10, ge=1, le=200)
+    trace: bool = False
+    cache: CacheMode = "use"
+
+    @model_validator(mode="after")
+    def _asks_something(self) -> SearchRequest:
+        if not self.query.strip() and not self.entities:
+            raise ValueError("give a query text or at least one seed entity")
+        return self
+
+
+class PackRequest(SearchRequest):
+    hydration: Hydration = Field(default_factory=Hydration)
+    dedup_threshold: int = Field(
+        default=3, ge=0, le=16, description="SimHash Hamming distance for near-duplicates"
+    )
+    budget: Budget = Field(default_factory=Budget)
+
+
+class Anchor(BaseModel):
+    """Where a cited span lives, exactly: enough to open it again and to check it."""
+
+    model_config = _WIRE
+
+    chunk_id: str
+    tenant: str
+    source_id: str
+    doc_id: str
+    version_id: str
+    sequence: int
+    source_version: str
+    content_hash: str
+    locator: str
+    heading_path: list[str]
+    char_start: int
+    char_end: int
+    line_start: int
+    line_end: int
+
+
+class Highlight(BaseModel):
+    model_config = _WIRE
+
+    start: int = Field(description="offset in the chunk's text")
+    end: int
+    term: str
+
+
+class Hit(BaseModel):
+    model_config = _WIRE
+
+    rank: int
+    score: float
+    channels: dict[str, int] = Field(description="this hit's rank in each channel that found it")
+    anchor: Anchor
+    kind: str
+    text: str
+    highlights: list[Highlight]
+    graph_path: list[str] = Field(default_factory=list)
+
+
+class TraceLine(BaseModel):
+    """One decision; never about a candidate refused by tenant, ACL, scope or purpose."""
+
+    model_config = _WIRE
+
+    stage: str
+    chunk_id: str | None = None
+    decision: str
+    reason: str
+
+
+class SearchResponse(BaseModel):
+    model_config = _WIRE
+
+    as_of: datetime
+    known_at: datetime | None
+    hits: list[Hit]
+    degraded: list[str] = Field(
+        default_factory=list, description="channels that could not answer (e.g. bm25)"
+    )
+    cached: bool = False
+    trace: list[TraceLine] | None = None
+
+
+class Flag(BaseModel):
+    """An annotation, never a removal: evidence lists only admitted chunks."""
+
+    model_config = _WIRE
+
+    kind: Literal["superseded_by", "relation_conflict", "possible_contradiction"]
+    detail: str
+    evidence: list[str] = Field(description="admitted chunk ids")
+    items: list[str] = Field(default_factory=list, description="keys of the items involved")
+
+
+class Hydrated(BaseModel):
+    model_config = _WIRE
+
+    relation: Literal["parent", "previous", "next"]
+    anchor: Anchor
+    text: str
+    tokens: int
+
+
+class PackItem(BaseModel):
+    model_config = _WIRE
+
+    key: str = Field(description="citation key, e.g. S1")
+    rank: int
+    score: float
+    channels: dict[str, int]
+    anchor: Anchor
+    kind: str
+    text: str
+    tokens: int = Field(description="this item's tokens, hydration included")
+    highlights: list[Highlight]
+    hydrated: list[Hydrated]
+    corroboration: list[Anchor] = Field(
+        default_factory=list, description="other admitted copies of the same content"
+    )
+    flags: list[Flag] = Field(default_factory=list)
+    graph_path: list[str] = Field(default_factory=list)
+
+
+class Pin(BaseModel):
+    """One chunk a pack holds, pinned for verification."""
+
+    model_config = _WIRE
+
+    chunk_id: Id
+    doc: DocKey = Field(description="tenant/source/doc")
+    version_id: Id
+    sequence: int = Field(ge=0, le=MAX_INT)
+    # Stored as ingest took it (1 to 512 characters); Postgres text never holds a NUL.
+    source_version: str = Field(min_length=1, max_length=512, pattern=r"^[^\x00]+$")
+    content_hash: Id
+
+
+class ManifestItem(Pin):
+    key: Id
+    hydrated: list[Pin] = Field(max_length=MAX_HYDRATED)
+
+
+class Manifest(BaseModel):
+    """A pack without its text: what it held, for whom, why and when; hashed."""
+
+    model_config = _WIRE
+
+    schema_version: Literal[1] = 1
+    tenant: Slug
+    subject: Subject
+    purpose: Slug
+    query: Query
+    entities: list[Entity] = Field(max_length=MAX_ENTITIES)
+    # Aware: verification compares them with the chunks' own (aware) validity times.
+    as_of: AwareDatetime
+    known_at: AwareDatetime | None
+    budget: Budget
+    index_generation: int | None = Field(ge=0, le=MAX_INT)
+    items: list[ManifestItem] = Field(
+        description=f"at most {MAX_ITEMS} items and {MAX_PINS} pins (items and hydrated) in all"
+    )
+    # Empty while the hash itself is being computed over the draft.
+    pack_hash: Annotated[str, Field(max_length=128), SINGLE_LINE] = Field(
+        description="sha256 of the canonical JSON of every other field"
+    )
+
+    @field_validator("subject")
+    @classmethod
+    def _subject_named(cls, subject: Subject) -> Subject:
+        if subject.principals is None or subject.scopes is None:
+            raise ValueError(
+                "a manifest names the principals and scopes its pack was built for; this one "
+                "leaves them out: verify the manifest the pack came with"
+            )
+        return subject
+
+    @field_validator("items")
+    @classmethod
+    def _pins_bounded(cls, items: list[ManifestItem]) -> list[ManifestItem]:
+        pinned = len(items) + sum(len(i.hydrated) for i in items)
+        if pinned > MAX_PINS:
+            raise ValueError(
+                f"a manifest holds at most {MAX_PINS} pins (items and their hydrated chunks); "
+                f"this one holds {pinned}"
+            )
+        if len(items) > MAX_ITEMS:
+            raise ValueError(f"a manifest holds at most {MAX_ITEMS} items, not {len(items)}")
+        return items
+
+
+class Pack(BaseModel):
+    model_config = _WIRE
+
+    as_of: datetime
+    known_at: datetime | None
+    items: list[PackItem]
+    used_tokens: int
+    max_tokens: int
+    manifest: Manifest
+    degraded: list[str] = Field(default_factory=list)
+    cached: bool = False
+    trace: list[TraceLine] | None = None
+
+
+class VerifyRequest(BaseModel):
+    model_config = _WIRE
+
+    manifest: Manifest
+
+
+class PinVerdict(BaseModel):
+    model_config = _WIRE
+
+    chunk_id: str
+    key: str
+    status: Literal["valid", "stale", "invalid"]
+    reason: str | None = None
+
+
+class VerifyResponse(BaseModel):
+    model_config = _WIRE
+
+    status: Verdict
+    checked_at: datetime
+    pins: list[PinVerdict]
+
+
+class ChunkView(BaseModel):
+    """GET /v1/chunks/{id}: one anchor, opened through the same gates."""
+
+    model_config = _WIRE
+
+    anchor: Anchor
+    kind: str
+    text: str
+    as_of: datetime
+
+
+class ApiError(BaseModel):
+    model_config = _WIRE
+
+    error: str
+    field: str | None = None
+    reason: str
+
+
+class DerivedArtifact(BaseModel):
+    """Body of POST /v1/lineage: a stored summary or memory says what it was built from."""
+
+    model_config = _WIRE
+
+    tenant_id: Slug
+    kind: Annotated[str, Field(min_length=1, max_length=64), SINGLE_LINE]
+    id: Annotated[str, Field(min_length=1, max_length=512), SINGLE_LINE]
+    built_from: list[DocKey] = Field(
+        min_length=1, max_length=10_000, description="chunk ids or tenant/source/doc keys"
+    )
+    location: Annotated[str, Field(min_length=1, max_length=2048), SINGLE_LINE]
+    text: Annotated[str, Field(max_length=1_000_000), PLAIN_TEXT] | None = None
+
+
+class Registered(BaseModel):
+    """The answer to POST /v1/lineage (201): the artifact registered, as `kind/id`."""
+
+    model_config = _WIRE
+
+    registered: str
+
+
+class Readiness(BaseModel):
+    """GET /readyz: ready while the system of record answers; else what is down and why."""
+
+    model_config = _WIRE
+
+    ok: bool
+    down: dict[str, str] = Field(default_factory=dict)
