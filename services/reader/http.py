@@ -6,6 +6,7 @@
     GET  /v1/chunks/{id}     open one anchor, through the same gates
     POST /v1/lineage         a stored summary or memory registers what it was built from
     GET  /livez, /readyz, /healthz   probes, without a credential (`reader.probes`)
+    GET  /openapi.json, /docs        the contract (OpenAPI 3.1), without a credential
 
 Every /v1 request is authenticated by its bearer credential (`reader.credentials`): a
 service token bound to tenants, principal patterns and purposes, or a JWT verified against
@@ -61,6 +62,7 @@ from reader.models import (
     SearchRequest,
     VerifyRequest,
 )
+from reader.openapi import CONTRACT_PATHS, TITLE, add_contract, read_openapi
 from reader.probes import PROBES, add_probes
 from reader.service import Answer, ReadService, Trail, canonical_hash, record
 from reader.wire import (
@@ -87,6 +89,8 @@ _BODY_FIELDS = {"principals": "subject.principals", "scopes": "subject.scopes"}
 _QUERY_FIELDS = {"principals": "principal", "scopes": "scope"}
 # The /v1 routes are named after their audit endpoint, which is their metrics label too.
 _AUDITED: dict[str, AuditEndpoint] = {endpoint: endpoint for endpoint in AUDIT_ENDPOINTS}
+# What answers without a credential: the probes and the contract.
+_PUBLIC = PROBES | CONTRACT_PATHS
 
 
 def _route(request: web.Request) -> AuditEndpoint | None:
@@ -149,12 +153,13 @@ def _answered(request: web.Request, answer: Answer) -> web.Response:
 
 
 def credentials_middleware(auth: Authenticator) -> Any:
-    """Authenticate every request but the probes; answer every refusal as JSON."""
+    """Authenticate every request but the probes and the contract; answer every refusal as
+    JSON."""
 
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
-            if request.path not in PROBES:
+            if request.path not in _PUBLIC:
                 request[_PROVEN] = await _authenticate(auth, request)
             return await handler(request)
         except ApiRefusal as refusal:
@@ -341,4 +346,5 @@ def build_read_app(
     app.router.add_get("/v1/chunks/{chunk_id}", routes.chunk, name="chunk")
     app.router.add_post("/v1/lineage", routes.register, name="lineage")
     add_probes(app, service.ports.store)
+    add_contract(app, read_openapi, TITLE)
     return app

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 from govindex_client.models import (
     CHANNELS,
     MAX_ENTITIES,
+    MAX_FIELD_ERRORS,
     MAX_HYDRATED,
     MAX_INT,
     MAX_ITEMS,
@@ -28,6 +29,7 @@ from govindex_client.models import (
     DerivedArtifact,
     DocKey,
     Entity,
+    FieldError,
     Filters,
     Flag,
     GraphSpec,
@@ -74,6 +76,7 @@ READ_MODELS: dict[str, type[BaseModel]] = {
 __all__ = [
     "CHANNELS",
     "MAX_ENTITIES",
+    "MAX_FIELD_ERRORS",
     "MAX_HYDRATED",
     "MAX_INT",
     "MAX_ITEMS",
@@ -94,6 +97,7 @@ __all__ = [
     "DerivedArtifact",
     "DocKey",
     "Entity",
+    "FieldError",
     "Filters",
     "Flag",
     "GraphSpec",

@@ -3,7 +3,7 @@ query parameters validated like body fields, and the 4xx refusals they raise."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -13,7 +13,14 @@ from pydantic import AwareDatetime, BaseModel, TypeAdapter, ValidationError
 
 from govindex.core.inputs import quote
 from govindex.core.records import Slug
-from reader.models import MAX_PRINCIPALS, ApiError, Id, WirePrincipal
+from reader.models import (
+    MAX_FIELD_ERRORS,
+    MAX_PRINCIPALS,
+    ApiError,
+    FieldError,
+    Id,
+    WirePrincipal,
+)
 from reader.service import Trail, request_hash
 
 M = TypeVar("M", bound=BaseModel)
@@ -41,9 +48,11 @@ class ApiRefusal(Exception):
         reason: str,
         field: str | None = None,
         headers: Mapping[str, str] | None = None,
+        errors: Sequence[FieldError] = (),
     ) -> None:
         super().__init__(reason)
-        self.status, self.body = status, ApiError(error=error, field=field, reason=reason)
+        self.status = status
+        self.body = ApiError(error=error, field=field, reason=reason, errors=list(errors))
         self.headers = headers
 
 
@@ -54,12 +63,17 @@ def json_answer(model: BaseModel, status: int = 200) -> web.Response:
 
 
 def bad_request(exc: ValidationError, field: str | None = None) -> ApiRefusal:
-    first = exc.errors(include_url=False, include_context=False, include_input=False)[0]
-    where = ".".join(str(p) for p in first["loc"]) or field
-    reason = first["msg"]
-    if first["type"] == "model_type" and not first["loc"]:
-        reason = "the body must be a JSON object"
-    return ApiRefusal(400, "bad_request", reason, where)
+    """Every validation problem of a request in one 400; the first also as field/reason."""
+    found = exc.errors(include_url=False, include_context=False, include_input=False)
+    problems = []
+    for error in found[:MAX_FIELD_ERRORS]:
+        reason = error["msg"]
+        if error["type"] == "model_type" and not error["loc"]:
+            reason = "the body must be a JSON object"
+        where = ".".join(str(p) for p in error["loc"]) or field
+        problems.append(FieldError(field=where, reason=reason))
+    first = problems[0]
+    return ApiRefusal(400, "bad_request", first.reason, first.field, errors=problems)
 
 
 async def read_body(request: web.Request, limit: int) -> bytes:

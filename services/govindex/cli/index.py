@@ -19,15 +19,29 @@ from govindex.cli.common import (
     with_runtime,
 )
 from govindex.cli.jobs import Execute, Rate, report, run_job
+from govindex.control.admin import admin_openapi
 from govindex.control.job_requests import ReindexJob
-from govindex.core.schemas import MODELS, check_schemas, write_schemas
+from govindex.core.schemas import (
+    MODELS,
+    DocumentBuilder,
+    check_documents,
+    check_schemas,
+    write_documents,
+    write_schemas,
+)
 from govindex.runtime.composition import Runtime
 from indexer.app import reembed_chunks, reparse_documents
 from indexer.reparse import ReparseReport
 from ingest.app import registered
 from reader.models import READ_MODELS
+from reader.openapi import read_openapi
 
 ALL_MODELS = {**MODELS, **READ_MODELS}
+# The APIs' OpenAPI documents, built from the same models (core cannot import the APIs).
+OPENAPI_DOCUMENTS: dict[str, DocumentBuilder] = {
+    "openapi.read": read_openapi,
+    "openapi.admin": admin_openapi,
+}
 
 
 def reparse_command(
@@ -182,14 +196,15 @@ def schemas_command(
 ) -> int:
     """Check (or rewrite) the JSON Schemas in schemas/ against the pydantic models.
 
-    Covers every event payload, the source manifest and the read API's requests,
-    responses and pack manifest.
+    Covers every event payload, the source manifest, the read API's requests,
+    responses and pack manifest, and the read and admin APIs' OpenAPI documents.
     """
     if write:
-        for path in write_schemas(folder, ALL_MODELS):
+        written = write_schemas(folder, ALL_MODELS)
+        for path in written + write_documents(folder, OPENAPI_DOCUMENTS):
             console.print(f"wrote {path}")
         return 0
-    drift = check_schemas(folder, ALL_MODELS)
+    drift = check_schemas(folder, ALL_MODELS) + check_documents(folder, OPENAPI_DOCUMENTS)
     if drift:
         raise Failure(
             "schemas drifted from the models: "

@@ -8,6 +8,7 @@
     POST /v1/jobs/{id}/resume           continue it here, from its checkpoint: 202
     POST /v1/jobs/{id}/rate             {"rate": N} or {"rate": null} (unlimited)
     GET  /healthz
+    GET  /openapi.json, /docs           the contract (OpenAPI 3.1), without the token
 
 The same jobs as the CLI, with the same arguments, recorded in the same table; a job
 started here runs in this process (a task), and `govindex jobs resume` takes it over if
@@ -28,6 +29,7 @@ import structlog
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
+from govindex.control.admin_openapi import TITLE, admin_document
 from govindex.control.job_requests import JobRequest
 from govindex.control.jobs import launch_job, relaunch_job
 from govindex.core.errors import GovindexError, TransientError
@@ -35,6 +37,7 @@ from govindex.core.inputs import has_control, quote
 from govindex.core.jobs import Job, JobError, JobState
 from govindex.runtime.composition import Runtime
 from govindex.runtime.listener import Listener
+from reader.openapi import CONTRACT_PATHS, add_contract
 
 log = structlog.get_logger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -43,6 +46,8 @@ BODY_MAX = 64 * 1024  # a job request is a few hundred bytes
 _READ_CHUNK = 16 * 1024
 MAX_RATE = 1_000_000.0  # items per second; also keeps inf (JSON 1e400) out
 MAX_ID = 2**63 - 1  # job ids are Postgres bigints
+# What answers without the token: the probe and the contract.
+_PUBLIC = frozenset({"/healthz", *CONTRACT_PATHS})
 
 # Items per second, bounded; JSON numbers only (strict), an integer is a rate too.
 Rate = Annotated[float, Field(gt=0, le=MAX_RATE)]
@@ -136,7 +141,7 @@ def _guard(token: str) -> Any:
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
-            if request.path != "/healthz":
+            if request.path not in _PUBLIC:
                 scheme, _, given = request.headers.get("Authorization", "").partition(" ")
                 # surrogateescape: header bytes that are not UTF-8 compare as the bytes they are
                 if scheme.lower() != "bearer" or not hmac.compare_digest(
@@ -235,7 +240,13 @@ def build_admin_app(rt: Runtime, token: str, tasks: set[asyncio.Task[Job]]) -> w
     app.router.add_post("/v1/jobs/{job_id}/cancel", cancel)
     app.router.add_post("/v1/jobs/{job_id}/resume", resume)
     app.router.add_post("/v1/jobs/{job_id}/rate", rate)
+    add_contract(app, admin_openapi, TITLE)
     return app
+
+
+def admin_openapi() -> dict[str, Any]:
+    """The admin API's OpenAPI 3.1 document, over this module's request models."""
+    return admin_document(StartJob, SetRate, max_id=MAX_ID, operator_header=OPERATOR_HEADER)
 
 
 def _finished(tasks: set[asyncio.Task[Job]]) -> Callable[[asyncio.Task[Job]], None]:

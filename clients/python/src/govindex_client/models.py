@@ -448,12 +448,29 @@ class ChunkView(BaseModel):
     as_of: datetime
 
 
+class FieldError(BaseModel):
+    """One problem of a refused request: where it is and what is wrong."""
+
+    model_config = _WIRE
+
+    field: str | None = None
+    reason: str
+
+
+# Every problem of a request is reported, but a body with thousands of wrong items stays small.
+MAX_FIELD_ERRORS = 50
+
+
 class ApiError(BaseModel):
+    """An error answer; `field` and `reason` name the first problem, `errors` every problem
+    (at most MAX_FIELD_ERRORS) of a malformed request."""
+
     model_config = _WIRE
 
     error: str
     field: str | None = None
     reason: str
+    errors: list[FieldError] = Field(default_factory=list, max_length=MAX_FIELD_ERRORS)
 
 
 class DerivedArtifact(BaseModel):
