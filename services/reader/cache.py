@@ -12,13 +12,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TypeVar
 
+import structlog
 from pydantic import BaseModel
 
+from govindex.core.errors import TransientError
 from govindex.core.metrics import observe_cache
 from govindex.core.ports import ReadCache, ReadStore
 from govindex.core.records import Chunk
 from reader.models import Pack, SearchRequest, SearchResponse
 
+log = structlog.get_logger(__name__)
 T = TypeVar("T", Pack, SearchResponse)
 Built = tuple[T, list[Chunk], dict[str, int]]  # the answer, what it holds, their sequences
 
@@ -105,13 +108,22 @@ class AnswerCache:
     ) -> T:
         name = cache_key(kind, request)
         if self._cache is not None and request.cache == "use":
-            served = await self._served(self._cache, name, model)
+            try:
+                served = await self._served(self._cache, name, model)
+            except TransientError as exc:  # the cache is away: answer fresh, as on a miss
+                log.warning("cache.unavailable", during="lookup", error=str(exc))
+                served = None
             observe_cache(hit=served is not None)
             if served is not None:
                 return served
         result, held, sequences = await build()
         if self._cache is not None and request.cache != "bypass":
-            await self.keep(name, request, result, held, sequences)
+            try:
+                await self.keep(name, request, result, held, sequences)
+            except TransientError as exc:
+                # Not kept, or kept without being checked again: either way safe, since a
+                # hit is served only once Postgres confirms every document it holds.
+                log.warning("cache.unavailable", during="write", error=str(exc))
         return result
 
     async def _served(self, cache: ReadCache, name: str, model: type[T]) -> T | None:
