@@ -27,6 +27,7 @@ from govindex.runtime.composition import Runtime
 _SHOWN_PRINCIPALS = 60  # characters of the principals column before it is cut
 
 
+# Long on purpose: most of it is the typer options and the --help text.
 def audit_command(
     tenant: Annotated[
         str | None, typer.Option("--tenant", metavar="TENANT", help="Only reads of TENANT.")

@@ -80,6 +80,7 @@ def _on_job(s: Components, verb: str, summary: str, status: int = 200) -> dict[s
     }
 
 
+# Long on purpose: the admin API's route table, one entry per route, read top to bottom.
 @functools.cache
 def _built(start: type[BaseModel], rate: type[BaseModel], max_id: int, operator_header: str) -> str:
     s = components(_types(start, rate, max_id))

@@ -12,6 +12,9 @@ Answers are parsed into the wire models (`govindex_client.models`); a refusal ra
 `GovindexError` of its status. A 503 is retried (`retries` times, backoff doubling from
 `backoff` seconds up to `backoff_max`, or the server's `Retry-After`); nothing else is.
 Arguments the models refuse raise pydantic's `ValidationError` before anything is sent.
+
+
+(Over 450 lines on purpose: the sync and async clients side by side, method for method.)
 """
 
 from __future__ import annotations

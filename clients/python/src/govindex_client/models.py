@@ -1,5 +1,9 @@
 """The read API's wire models: what it takes and answers (requests, responses, hits, anchors,
-packs, manifests, verdicts, chunk views, errors, lineage), as the server validates them."""
+packs, manifests, verdicts, chunk views, errors, lineage), as the server validates them.
+
+(Over 450 lines on purpose: the whole wire contract in one module a client imports, its
+models referring to one another.)
+"""
 
 from __future__ import annotations
 
