@@ -214,15 +214,28 @@ class StatusWatch:
         env = {k: v for k, v in os.environ.items() if k.startswith("GOVINDEX_")}
         assert not env, f"the status watch must read stack.json only, not {sorted(env)}"
         while not self._stop.is_set():
-            settings = Settings(state_dir=self.state_dir).require_servers()
-            report = asyncio.run(collect_status(settings))
-            self.samples.append((time.monotonic(), bool(report["servers"][self.server]["ok"])))
+            self._sample()
             time.sleep(0.05)
 
-    def stop(self) -> None:
+    def stop(self, settle_s: float = 90.0) -> None:
+        """Stop sampling, then sample until the server is reported ok again (a sample taken
+        while the server was away may have finished only now, still saying not ok)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=120)
+        deadline = time.monotonic() + settle_s
+        while True:
+            ok = self._sample()
+            if ok or time.monotonic() > deadline:
+                return
+            time.sleep(0.5)
+
+    def _sample(self) -> bool:
+        settings = Settings(state_dir=self.state_dir).require_servers()
+        report = asyncio.run(collect_status(settings))
+        ok = bool(report["servers"][self.server]["ok"])
+        self.samples.append((time.monotonic(), ok))
+        return ok
 
     def went_down_and_up(self, since: float) -> bool:
         after = [ok for t, ok in self.samples if t >= since]
