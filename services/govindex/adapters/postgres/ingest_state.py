@@ -46,9 +46,21 @@ class PostgresConnectorTransaction:
         self._blobs.update(blobs)
 
     async def flush(self) -> None:
+        """Write the queued blobs. A blob already stored is locked (FOR KEY SHARE) before the
+        insert skips it: a purge deleting it concurrently either waits for this commit and
+        then sees the events that need it, or deletes it first and the insert stores it
+        again. Without the lock both commit and an event points to a blob that is gone."""
+        if not self._blobs:
+            return
+        blobs = sorted(self._blobs.items())
+        await self._one(
+            "SELECT content_hash FROM blobs WHERE content_hash = ANY(%s) "
+            "ORDER BY content_hash FOR KEY SHARE",
+            ([h for h, _ in blobs],),
+        )
         await self._many(
             "INSERT INTO blobs (content_hash, content) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-            sorted(self._blobs.items()),
+            blobs,
         )
         self._blobs.clear()
 

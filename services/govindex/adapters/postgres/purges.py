@@ -95,6 +95,16 @@ class PostgresPurgeStore(PostgresAdapter):
                 params,
             )
             hashes = [row[0] for row in await cur.fetchall()]
+            # Lock the doomed blobs first, then decide again in a fresh statement: a
+            # connector that is emitting an event needing one of them holds it FOR KEY
+            # SHARE until its commit, and the second look sees that event's outbox row.
+            await conn.execute(
+                sql.SQL(
+                    "SELECT content_hash FROM blobs b WHERE b.content_hash IN ({}) "
+                    "ORDER BY content_hash FOR UPDATE"
+                ).format(_DOOMED_BLOBS),
+                (hashes, *_blob_params(key, sequence)),
+            )
             await conn.execute(
                 sql.SQL("DELETE FROM blobs b WHERE b.content_hash IN ({})").format(_DOOMED_BLOBS),
                 (hashes, *_blob_params(key, sequence)),
