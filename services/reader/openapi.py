@@ -6,7 +6,8 @@ from __future__ import annotations
 import functools
 import html
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from importlib import resources
 from typing import Annotated, Any
 
 from aiohttp import web
@@ -33,9 +34,16 @@ from reader.models import (
 
 OPENAPI_PATH = "/openapi.json"
 DOCS_PATH = "/docs"
+# Swagger UI's own files (from the swagger-ui-py wheel, nothing from a CDN: these listeners
+# often have no internet) and the few lines that point it at OPENAPI_PATH.
+DOCS_ASSETS = DOCS_PATH + "/assets"
+_DOCS_INIT = DOCS_ASSETS + "/govindex-init.js"
+_SWAGGER_FILES = ("swagger-ui.css", "swagger-ui-bundle.js", "favicon-32x32.png")
 # What answers without a credential besides the probes: the contract is public to whoever
 # reaches the (internal) listener.
-CONTRACT_PATHS = frozenset({OPENAPI_PATH, DOCS_PATH})
+CONTRACT_PATHS = frozenset(
+    {OPENAPI_PATH, DOCS_PATH, _DOCS_INIT} | {f"{DOCS_ASSETS}/{name}" for name in _SWAGGER_FILES}
+)
 BEARER = "bearer"
 
 _ERRORS = {
@@ -91,7 +99,7 @@ def contract_paths(title: str) -> dict[str, Any]:
         DOCS_PATH: {
             "get": {
                 "operationId": "docs",
-                "summary": "A page that says where the contract is",
+                "summary": "Swagger UI over this document (served by this listener)",
                 "security": [],
                 "responses": {"200": {"description": "HTML", "content": {"text/html": {}}}},
             }
@@ -117,22 +125,39 @@ def document(
 
 
 def docs_page(title: str) -> str:
-    """The page at /docs: no interactive UI is bundled (none is loaded from a CDN, as these
-    listeners often have no internet), so it says where the contract is and how to read it."""
+    """The page at /docs: Swagger UI over OPENAPI_PATH, every file served by this listener."""
     name = html.escape(title)
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{name}</title></head><body>\n"
-        f"<h1>{name}</h1>\n"
-        f'<p>The contract is the OpenAPI 3.1 document at <a href="{OPENAPI_PATH}">'
-        f"{OPENAPI_PATH}</a> (the same as <code>schemas/</code> in the repository). "
-        "Open it in any OpenAPI viewer or generate a client from it.</p>\n"
+        f"<title>{name}</title>"
+        f'<link rel="stylesheet" href="{DOCS_ASSETS}/swagger-ui.css">'
+        f'<link rel="icon" type="image/png" href="{DOCS_ASSETS}/favicon-32x32.png">'
+        "</head><body>\n"
+        '<div id="swagger-ui"></div>\n'
+        f'<noscript><p>The contract is the OpenAPI 3.1 document at <a href="{OPENAPI_PATH}">'
+        f"{OPENAPI_PATH}</a>.</p></noscript>\n"
+        f'<script src="{DOCS_ASSETS}/swagger-ui-bundle.js"></script>\n'
+        f'<script src="{_DOCS_INIT}"></script>\n'
         "</body></html>\n"
     )
 
 
+_INIT_JS = (
+    "window.ui = SwaggerUIBundle({"
+    f"url: {json.dumps(OPENAPI_PATH)}, dom_id: '#swagger-ui', deepLinking: true, "
+    "presets: [SwaggerUIBundle.presets.apis], layout: 'BaseLayout', "
+    "persistAuthorization: false});\n"
+)
+_MEDIA = {".css": "text/css", ".js": "text/javascript", ".png": "image/png"}
+
+
+def _swagger_asset(name: str) -> bytes:
+    return (resources.files("swagger_ui") / "static" / name).read_bytes()
+
+
 def add_contract(app: web.Application, build: Callable[[], Mapping[str, Any]], title: str) -> None:
-    """Route GET /openapi.json (the document `build` makes) and GET /docs."""
+    """Route GET /openapi.json (the document `build` makes), GET /docs (Swagger UI) and the
+    UI's files, each read once here."""
     body = json.dumps(build(), sort_keys=True).encode()
     page = docs_page(title)
 
@@ -144,6 +169,18 @@ def add_contract(app: web.Application, build: Callable[[], Mapping[str, Any]], t
 
     app.router.add_get(OPENAPI_PATH, openapi)
     app.router.add_get(DOCS_PATH, docs)
+    files = {f"{DOCS_ASSETS}/{name}": _swagger_asset(name) for name in _SWAGGER_FILES}
+    files[_DOCS_INIT] = _INIT_JS.encode()
+    for path, content in files.items():
+        app.router.add_get(path, _static(content, _MEDIA[path[path.rindex(".") :]]))
+
+
+def _static(content: bytes, media: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def serve(_: web.Request) -> web.Response:
+        headers = {"Cache-Control": "public, max-age=3600"}
+        return web.Response(body=content, content_type=media, headers=headers)
+
+    return serve
 
 
 # --- the read API ---------------------------------------------------------------------------

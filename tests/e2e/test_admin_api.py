@@ -66,6 +66,17 @@ def test_jobs_are_run_and_steered_over_http_behind_the_admin_token(running: Path
     assert status == 400 and refused["field"] == "job.replay.source", refused
     status, refused = call(stack, "POST", "/v1/jobs", {"job": {"kind": "nope"}})
     assert status == 400, refused
+    # Every problem of one request in one 400, the first also as field/reason.
+    wrong = {"job": {"kind": "replay"}, "execute": "yes", "rate": -1, "extra": 1}
+    status, refused = call(stack, "POST", "/v1/jobs", wrong)
+    assert status == 400 and {e["field"] for e in refused["errors"]} == {
+        "job.replay.source",
+        "job.replay.from",
+        "execute",
+        "rate",
+        "extra",
+    }, refused
+    assert refused["field"] == refused["errors"][0]["field"], refused
 
     status, dry = call(stack, "POST", "/v1/jobs", {"job": {"kind": "dlq-redrive"}})
     assert status == 202 and dry["dry_run"] is True and dry["requested_by"] == "http:tester"

@@ -12,7 +12,7 @@
 
 The same jobs as the CLI, with the same arguments, recorded in the same table; a job
 started here runs in this process (a task), and `govindex jobs resume` takes it over if
-this process dies. No token or a wrong one: 401. A malformed request: 400 naming the field;
+this process dies. No token or a wrong one: 401. A malformed request: 400 naming each field;
 types are strict, so `"execute": "yes"` (or 1, or "true") is refused and nothing starts. A
 body over 64 KiB: 413. A job that cannot do what is asked (wrong state, unknown id): 409 or
 404 with the reason. Serve it on an internal network only.
@@ -38,12 +38,12 @@ from govindex.core.jobs import Job, JobError, JobState
 from govindex.runtime.composition import Runtime
 from govindex.runtime.listener import Listener
 from reader.openapi import CONTRACT_PATHS, add_contract
+from reader.wire import ApiRefusal, bad_request, json_answer, read_body
 
 log = structlog.get_logger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 OPERATOR_HEADER = "X-Govindex-Operator"
 BODY_MAX = 64 * 1024  # a job request is a few hundred bytes
-_READ_CHUNK = 16 * 1024
 MAX_RATE = 1_000_000.0  # items per second; also keeps inf (JSON 1e400) out
 MAX_ID = 2**63 - 1  # job ids are Postgres bigints
 # What answers without the token: the probe and the contract.
@@ -69,51 +69,28 @@ class SetRate(_Request):
     rate: Rate | None
 
 
-class _Refusal(Exception):
-    def __init__(self, status: int, error: str, reason: str, field: str | None = None) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.body = {"error": error, "reason": reason, **({"field": field} if field else {})}
-
-
 def _job(job: Job, status: int = 200) -> web.Response:
     return web.json_response(job.model_dump(mode="json"), status=status)
 
 
-async def _read(request: web.Request) -> bytes:
-    too_large = _Refusal(413, "too_large", f"the body is larger than {BODY_MAX} bytes")
-    if request.content_length is not None and request.content_length > BODY_MAX:
-        raise too_large
-    body = bytearray()
-    while chunk := await request.content.read(_READ_CHUNK):
-        body += chunk
-        if len(body) > BODY_MAX:
-            raise too_large
-    return bytes(body)
-
-
 async def _body(request: web.Request, model: type[BaseModel]) -> Any:
-    raw = await _read(request)
+    """The body as `model`, strictly; every validation problem in one 400 (`ApiError`)."""
+    raw = await read_body(request, BODY_MAX)
     try:
         # strict=True here reaches the nested job models, whose own config stays lax for the
         # CLI (it builds them from Python values, datetimes as ISO strings among them).
         return model.model_validate_json(raw, strict=True)
     except ValidationError as exc:
-        first = exc.errors(include_url=False, include_context=False, include_input=False)[0]
-        where = ".".join(str(p) for p in first["loc"]) or None
-        reason = first["msg"]
-        if first["type"] == "model_type" and not first["loc"]:
-            reason = "the body must be a JSON object"
-        raise _Refusal(400, "bad_request", reason, where) from None
+        raise bad_request(exc) from None
     except (ValueError, RecursionError):
-        raise _Refusal(400, "bad_request", "the body is not valid JSON") from None
+        raise ApiRefusal(400, "bad_request", "the body is not valid JSON") from None
 
 
 def _number(raw: str, name: str, low: int, high: int) -> int:
     """A decimal number in [low, high] from a path or query parameter; 400 naming it if not.
     ASCII digits only: `str.isdigit` also says yes to "²", which `int` refuses."""
     if not (raw.isascii() and raw.isdigit() and len(raw) <= 19 and low <= int(raw) <= high):
-        raise _Refusal(400, "bad_request", f"{name} is a number from {low} to {high}", name)
+        raise ApiRefusal(400, "bad_request", f"{name} is a number from {low} to {high}", name)
     return int(raw)
 
 
@@ -121,7 +98,7 @@ def _line(raw: str, name: str, limit: int = 128) -> str:
     """A name from a header or the query string: one line of text, bounded. Header bytes
     that are not UTF-8 arrive as lone surrogates, which no UTF-8 column can hold."""
     if not 1 <= len(raw) <= limit or has_control(raw) or not _utf8(raw):
-        raise _Refusal(
+        raise ApiRefusal(
             400, "bad_request", f"one line of 1 to {limit} characters, not {quote(raw)}", name
         )
     return raw
@@ -147,11 +124,17 @@ def _guard(token: str) -> Any:
                 if scheme.lower() != "bearer" or not hmac.compare_digest(
                     given.strip().encode(errors="surrogateescape"), expected
                 ):
-                    raise _Refusal(401, "unauthorized", "send Authorization: Bearer <admin token>")
+                    raise ApiRefusal(
+                        401,
+                        "unauthorized",
+                        "send Authorization: Bearer <admin token>",
+                        headers={"WWW-Authenticate": "Bearer"},
+                    )
             return await handler(request)
-        except _Refusal as refusal:
-            headers = {"WWW-Authenticate": "Bearer"} if refusal.status == 401 else None
-            return web.json_response(refusal.body, status=refusal.status, headers=headers)
+        except ApiRefusal as refusal:
+            answer = json_answer(refusal.body, refusal.status)
+            answer.headers.update(refusal.headers or {})
+            return answer
         except JobError as exc:
             status = 404 if str(exc).startswith("no job") else 409
             return web.json_response({"error": "refused", "reason": str(exc)}, status=status)
@@ -172,7 +155,7 @@ def build_admin_app(rt: Runtime, token: str, tasks: set[asyncio.Task[Job]]) -> w
     async def existing(request: web.Request) -> Job:
         found = await rt.jobs.get(job_id(request))
         if found is None:
-            raise _Refusal(404, "not_found", "no such job")
+            raise ApiRefusal(404, "not_found", "no such job")
         return found
 
     def keep(task: asyncio.Task[Job]) -> None:
@@ -215,7 +198,7 @@ def build_admin_app(rt: Runtime, token: str, tasks: set[asyncio.Task[Job]]) -> w
 
     async def _set(job: Job, state: JobState) -> Job:
         if job.state.finished:
-            raise _Refusal(409, "refused", f"job {job.id} is already {job.state.value}")
+            raise ApiRefusal(409, "refused", f"job {job.id} is already {job.state.value}")
         return await rt.jobs.set_state(job.id, state)
 
     async def resume(request: web.Request) -> web.Response:

@@ -76,8 +76,17 @@ def components(types: Mapping[str, tuple[Any, Mode]]) -> Components:
     refs, defs = TypeAdapter.json_schemas(inputs, ref_template=COMPONENTS_REF)
     return Components(
         {(name, mode): dict(schema) for (name, mode), schema in refs.items()},
-        dict(defs.get("$defs", {})),
+        {name: _titled(name, schema) for name, schema in defs.get("$defs", {}).items()},
     )
+
+
+def _titled(name: str, schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A model read in requests and written in answers is two schemas, `X-Input` and
+    `X-Output`, both titled `X`; client generators name their classes by title, so each
+    gets its own (`XInput`, `XOutput`) or the second is dropped as a duplicate."""
+    if name.endswith(("-Input", "-Output")):
+        return {**schema, "title": name.replace("-", "")}
+    return dict(schema)
 
 
 def render_document(document: Mapping[str, Any]) -> str:
