@@ -23,6 +23,7 @@ def indexer_ports(rt: Runtime, generation: int) -> IndexerPorts:
         cache=rt.cache,
         embedder=rt.embedder,
         generations=rt.generations,
+        tokens=rt.tokens,
     )
 
 
@@ -47,6 +48,7 @@ async def reparse_documents(
         parser_name=parser_name,
         generation=await rt.index.live_generation() or 0,
         progress=progress,
+        tokens=rt.tokens,
     )
 
 

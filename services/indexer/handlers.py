@@ -34,6 +34,7 @@ from govindex.core.ports import (
     TaggedCache,
 )
 from govindex.core.settings import Topics
+from govindex.core.tokens import HEURISTIC, TokenEstimator
 from indexer.announcing import Announcer
 from indexer.applying import CONSUMER, BatchResult, apply_batch, project
 from indexer.decisions import Overlay
@@ -66,6 +67,7 @@ class IndexerPorts:
     cache: TaggedCache | None = None
     embedder: Embedder | None = None
     generations: GenerationRegistry | None = None  # rebuilds in progress get writes too
+    tokens: TokenEstimator = HEURISTIC  # stamps `token_estimate` (the read API's counter)
 
 
 async def index_document(envelope: Envelope, ports: IndexerPorts) -> ApplyResult:
@@ -164,14 +166,16 @@ async def predict_batch(
 async def _prepare(
     envelopes: Sequence[Envelope], ports: IndexerPorts
 ) -> tuple[list[PlannedEvent], dict[int, PermanentError]]:
-    return await prepare_batch(
+    planned, refused = await prepare_batch(
         envelopes,
         registry=ports.registry,
         blobs=ports.blobs,
         store=ports.store,
         generation=ports.generation,
         now=ports.clock(),
+        tokens=ports.tokens,
     )
+    return planned, refused
 
 
 def _log_applied(planned: Sequence[PlannedEvent], results: Sequence[BatchResult | None]) -> None:

@@ -27,6 +27,7 @@ from govindex.core.ports import (
     VersionPlan,
 )
 from govindex.core.records import SourceManifest
+from govindex.core.tokens import HEURISTIC, TokenEstimator
 from indexer.planning import PlannedEvent, plan_change, plan_deletion
 
 
@@ -54,6 +55,7 @@ async def prepare_batch(
     store: ChunkStore,
     generation: int,
     now: datetime,
+    tokens: TokenEstimator = HEURISTIC,
 ) -> tuple[list[PlannedEvent], dict[int, PermanentError]]:
     """Every event planned, in order; or, by position, the permanent error that
     dead-letters it (an invalid payload, an unknown or disabled source, missing or altered
@@ -71,6 +73,7 @@ async def prepare_batch(
                     store=store,
                     generation=generation,
                     now=now,
+                    tokens=tokens,
                 )
             )
         except PermanentError as error:
@@ -88,6 +91,7 @@ async def prepare(
     store: ChunkStore,
     generation: int,
     now: datetime,
+    tokens: TokenEstimator = HEURISTIC,
 ) -> PlannedEvent:
     payload = parse_payload(envelope)
     deletion = isinstance(payload, DocumentDeleted)
@@ -97,7 +101,9 @@ async def prepare(
     if isinstance(payload, DocumentDeleted):
         return plan_deletion(position, envelope, payload, manifest, now=now)
     text = await content(payload, blobs=blobs, store=store)
-    return plan_change(position, envelope, payload, text, manifest, generation=generation, now=now)
+    return plan_change(
+        position, envelope, payload, text, manifest, generation=generation, now=now, tokens=tokens
+    )
 
 
 async def content(payload: DocumentChanged, *, blobs: BlobStore, store: ChunkStore) -> str | None:

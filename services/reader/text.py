@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import math
 import re
 
-# Scripts where one character is about one token or more for BPE tokenizers (CJK
-# ideographs, kana, hangul, and the fullwidth forms): counting them at chars/4 undercounts
-# by three to four times, so each counts as one token.
-_DENSE_SCRIPT = re.compile(
-    "[\u1100-\u11ff\u2e80-\u2fdf\u3000-\u30ff\u3100-\u31ff\u3200-\u9fff"
-    "\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef"
-    "\U00020000-\U0003ffff]"
-)
+from govindex.core.tokens import HEURISTIC
 
 
 def tokens(text: str) -> int:
-    """A token estimate that never undercounts much: chars/4 for alphabetic scripts, one
-    per character for CJK, kana and hangul."""
-    dense = len(_DENSE_SCRIPT.findall(text))
-    return max(1, dense + math.ceil((len(text) - dense) / 4))
+    """The default estimator's count (govindex.core.tokens.HEURISTIC); a configured
+    tokenizer is `Runtime.tokens`."""
+    return HEURISTIC.count(text)
 
 
 _TERM = re.compile(r"[\w][\w.-]*[\w]|\w", re.UNICODE)
@@ -102,8 +93,18 @@ _NEGATION = re.compile(
 )
 
 
+# Negation markers of Chinese (不 没 未 非), Japanese (ない) and Korean (않). These scripts
+# put no spaces between words, so a marker counts wherever it occurs, inside a word too (非常,
+# 未来): a word both texts share adds the same marker to both and changes nothing; only a
+# marker one text has and the other lacks makes them differ.
+_CJK_NEGATION = re.compile("不|没|未|非|ない|않")
+
+
+def _negations(text: str) -> list[str]:
+    """The negations of `text` in order: English words (lowercase), then CJK markers."""
+    return [m.lower() for m in _NEGATION.findall(text)] + _CJK_NEGATION.findall(text)
+
+
 def claims_differ(a: str, b: str) -> bool:
     """Near-duplicates that differ in their numbers or their negations may contradict."""
-    if _NUMBER.findall(a) != _NUMBER.findall(b):
-        return True
-    return [m.lower() for m in _NEGATION.findall(a)] != [m.lower() for m in _NEGATION.findall(b)]
+    return _NUMBER.findall(a) != _NUMBER.findall(b) or _negations(a) != _negations(b)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
 from govindex.cli.common import (
     DEFAULT_DIR,
@@ -26,7 +27,11 @@ from govindex.cli.common import (
 from govindex.control.status import collect_status, render_status
 from govindex.core.errors import InvalidEvent
 from govindex.core.hashing import sha256_hex
+from govindex.core.logs import configure_logging
 from govindex.core.ports import DocumentRow
+from govindex.core.settings import Settings
+from govindex.core.tokens import SETTING as TOKENIZER_SETTING
+from govindex.core.tokens import TokenEstimator, TokenizerError, estimator_from
 from govindex.runtime.composition import Runtime
 from indexer.parsers import ParsedDocument, Parser, parser_for
 from indexer.stamping import simhash64, token_estimate
@@ -114,7 +119,8 @@ def chunk_command(
 
     Parses FILE locally and prints each chunk's kind, locator, span, heading path, labels,
     token estimate and first line, or the full records as JSON lines. The parser comes
-    from --parser or, by default, from the file type.
+    from --parser or, by default, from the file type; tokens are counted as the indexer
+    counts them (GOVINDEX_TOKENIZER).
 
         govindex chunk runbooks/db-failover.md
         govindex chunk infra/main.tf --json
@@ -130,14 +136,30 @@ def chunk_command(
         parsed = chosen.parse(text)
     except InvalidEvent as exc:
         raise Failure(f"{file}: {exc}") from None
+    tokens = _configured_tokens()
     if json_lines:
-        _print_chunk_records(file.as_posix(), chosen, parsed)
+        _print_chunk_records(file.as_posix(), chosen, parsed, tokens)
     else:
-        _print_chunk_table(file.as_posix(), chosen, parsed)
+        _print_chunk_table(file.as_posix(), chosen, parsed, tokens)
     return 0
 
 
-def _print_chunk_records(where: str, chosen: Parser, parsed: ParsedDocument) -> None:
+def _configured_tokens() -> TokenEstimator:
+    """The estimator the indexer stamps with, from the environment (no servers needed)."""
+    configure_logging(level="WARNING")  # logs to stderr: stdout is the chunks (--json)
+    try:
+        spec = Settings().tokenizer
+    except ValidationError as exc:
+        raise Failure(str(exc)) from None
+    try:
+        return estimator_from(spec)
+    except TokenizerError as exc:
+        raise Failure(f"{TOKENIZER_SETTING}={spec!r} is refused: {exc}") from None
+
+
+def _print_chunk_records(
+    where: str, chosen: Parser, parsed: ParsedDocument, tokens: TokenEstimator
+) -> None:
     for c in parsed.chunks:
         record = c.as_json()
         record.update(
@@ -145,16 +167,19 @@ def _print_chunk_records(where: str, chosen: Parser, parsed: ParsedDocument) -> 
             parser_version=chosen.version,
             locator=_locator(where, c.anchor, c.span.line_start, c.span.line_end),
             content_hash=sha256_hex(c.text),
-            token_estimate=token_estimate(c.text),
+            token_estimate=token_estimate(c.text, tokens),
             simhash=simhash64(c.text),
         )
         console.print(json.dumps(record, ensure_ascii=False), soft_wrap=True)
 
 
-def _print_chunk_table(where: str, chosen: Parser, parsed: ParsedDocument) -> None:
+def _print_chunk_table(
+    where: str, chosen: Parser, parsed: ParsedDocument, tokens: TokenEstimator
+) -> None:
     console.print(
         f"{where}: {len(parsed.chunks)} chunks by {chosen.name}@{chosen.version}"
         + (f", frontmatter {sorted(parsed.frontmatter)}" if parsed.frontmatter else "")
+        + f", tokens by {tokens.label}"
     )
     print_table(
         ("#", "KIND", "LOCATOR", "LINES", "CHARS", "TOKENS", "PARENT", "LABELS", "FIRST LINE"),
@@ -166,7 +191,7 @@ def _print_chunk_table(where: str, chosen: Parser, parsed: ParsedDocument) -> No
                 + _locator(where, c.anchor, c.span.line_start, c.span.line_end).split("#", 1)[1],
                 f"{c.span.line_start}-{c.span.line_end}",
                 f"{c.span.char_start}-{c.span.char_end}",
-                str(token_estimate(c.text)),
+                str(token_estimate(c.text, tokens)),
                 "-" if c.parent_ordinal is None else str(c.parent_ordinal),
                 ",".join(c.labels)[:32] or "-",
                 _first_line(c.text)[:50],
