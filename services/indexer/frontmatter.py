@@ -26,7 +26,7 @@ from pydantic import (
 from govindex.core import yamlsafe
 from govindex.core.errors import InvalidFrontmatter
 from govindex.core.inputs import has_control, quote
-from govindex.core.records import Principal
+from govindex.core.records import MAX_EVIDENCE_TYPES, Principal, check_evidence_type
 
 _FRONTMATTER_OPEN = re.compile(r"\A---[ \t]*(?:\r\n|\r|\n)")
 _FRONTMATTER_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*(?:\r\n|\r|\n|\Z)", re.MULTILINE)
@@ -118,6 +118,9 @@ _Principal = Annotated[Principal, Strict(), AfterValidator(_one_line)]
 Names = Annotated[tuple[Label, ...], _listed(MAX_NAMES)]
 DocRefs = Annotated[tuple[_DocRef, ...], _listed(MAX_NAMES)]
 Principals = Annotated[tuple[_Principal, ...], _listed(MAX_PRINCIPALS, numbers=False)]
+# Evidence types are refused unless spelled as a pack asks for them (no number, no case).
+_EvidenceType = Annotated[StrictStr, Field(max_length=64), AfterValidator(check_evidence_type)]
+EvidenceTypes = Annotated[tuple[_EvidenceType, ...], _listed(MAX_EVIDENCE_TYPES, numbers=False)]
 Scalar = str | bool | int | float | date | None  # datetime is a date
 
 
@@ -172,6 +175,8 @@ class Frontmatter(BaseModel):
     owner: Names = ()
     alerts: Names = ()
     supersedes: DocRefs = ()
+    evidence: EvidenceTypes = ()  # what every chunk of the document can support
+    supports_claims: EvidenceTypes = ()  # the claims it backs, stamped as evidence types
     scalars: dict[str, Annotated[Scalar, PlainValidator(_scalar)]] = Field(default_factory=dict)
     left_out: tuple[str, ...] = ()  # other fields holding a list or a mapping
 
@@ -196,6 +201,19 @@ class Frontmatter(BaseModel):
         scalars = {k: v for k, v in fields.items() if not _is_container(v)}
         left_out = tuple(k for k, v in fields.items() if _is_container(v) and k not in _KNOWN)
         return {**known, "scalars": scalars, "left_out": left_out}
+
+    @model_validator(mode="after")
+    def _evidence_bounded(self) -> Frontmatter:
+        if len(types := self.evidence_types()) > MAX_EVIDENCE_TYPES:
+            raise ValueError(
+                f"'evidence' and 'supports_claims' name {len(types)} evidence types, at most "
+                f"{MAX_EVIDENCE_TYPES} per document"
+            )
+        return self
+
+    def evidence_types(self) -> tuple[str, ...]:
+        """The evidence types the document says each of its chunks supports, sorted."""
+        return tuple(sorted({*self.evidence, *self.supports_claims}))
 
     @classmethod
     def of(cls, raw: Frontmatter | Mapping[str, Any]) -> Frontmatter:

@@ -25,6 +25,7 @@ from govindex.core.ports import (
     VersionPlan,
 )
 from govindex.core.records import Chunk, DeletionMode, SourceManifest
+from govindex.core.tokens import HEURISTIC, TokenEstimator
 from indexer.decisions import Incoming, decide_change, decide_deletion
 from indexer.frontmatter import Frontmatter
 from indexer.graph import extract_edges
@@ -65,12 +66,13 @@ def plan_change(
     *,
     generation: int,
     now: datetime,
+    tokens: TokenEstimator = HEURISTIC,
 ) -> PlannedEvent:
     """A create/update with its version plan; without one when its content is gone (it was
     deleted and purged at a later sequence: stale at best)."""
     if content is None:
         return PlannedEvent(position, envelope, payload, None)
-    plan = plan_version(payload, content, manifest, generation=generation, now=now)
+    plan = plan_version(payload, content, manifest, generation=generation, now=now, tokens=tokens)
     incoming = Incoming(
         sequence=plan.sequence,
         content_hash=plan.content_hash,
@@ -109,9 +111,10 @@ def plan_version(
     *,
     generation: int,
     now: datetime,
+    tokens: TokenEstimator = HEURISTIC,
 ) -> VersionPlan:
     """Parse, chunk and stamp a new version (pure; fails with InvalidEvent, of which
-    InvalidFrontmatter, or MissingAcl)."""
+    InvalidFrontmatter, or MissingAcl). `tokens` counts each chunk's `token_estimate`."""
     parser = parser_for(manifest.parser, payload.path or payload.doc_id)
     parsed = parse(parser, content)
     frontmatter = Frontmatter.of(parsed.frontmatter)  # InvalidFrontmatter: never stamped
@@ -126,6 +129,8 @@ def plan_version(
         parser=parser.name,
         parser_version=parser.version,
         index_generation=generation,
+        evidence=frontmatter.evidence_types(),
+        tokens=tokens,
     )
     chunks = stamp_chunks(ctx, parsed.chunks)
     return VersionPlan(

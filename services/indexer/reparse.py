@@ -12,6 +12,8 @@ from govindex.core.errors import PermanentError
 from govindex.core.events import DocumentChanged
 from govindex.core.ports import ChunkStore, SearchIndex, SourceRegistry, StoredVersion, VersionStore
 from govindex.core.records import Access, Chunk, SourceManifest
+from govindex.core.tokens import HEURISTIC, TokenEstimator
+from indexer.frontmatter import Frontmatter
 from indexer.parsers import Parser, parse, parser_for
 from indexer.stamping import StampContext, resolve_access, stamp_chunks
 
@@ -36,12 +38,14 @@ async def reparse(
     parser_name: str | None = None,
     generation: int,
     progress: Callable[[int, int, str], None] | None = None,
+    tokens: TokenEstimator = HEURISTIC,
 ) -> ReparseReport:
     """Re-chunk current versions whose parser (or its version) is not today's.
 
-    Access, validity and sequences are kept as they are: only the cut changes. Postgres is
-    swapped first under the document's row lock, then OpenSearch gets the new chunks and
-    loses the replaced ones.
+    Access, validity and sequences are kept as they are: only the cut changes, and evidence
+    is stamped as a new version's would be (frontmatter, today's manifest rules, kinds).
+    Postgres is swapped first under the document's row lock, then OpenSearch gets the new
+    chunks and loses the replaced ones. `tokens` counts the new chunks' `token_estimate`.
     """
     report = ReparseReport()
     rows = await versions.current_versions(source_id, parser_name)
@@ -58,7 +62,7 @@ async def reparse(
             report.unchanged += 1
             continue
         try:
-            new = await _restamp(chunks, row, manifest, parser, generation)
+            new = await _restamp(chunks, row, manifest, parser, generation, tokens)
         except PermanentError as exc:
             report.failed.append((key, str(exc)))
             continue
@@ -87,6 +91,7 @@ async def _restamp(
     manifest: SourceManifest,
     parser: Parser,
     generation: int,
+    tokens: TokenEstimator,
 ) -> list[Chunk]:
     event = DocumentChanged(
         tenant_id=row.tenant_id,
@@ -101,6 +106,7 @@ async def _restamp(
         path=row.path,
     )
     parsed = parse(parser, row.content)
+    frontmatter = Frontmatter.of(parsed.frontmatter)  # refused: reported failed, chunks kept
     existing = await chunks.chunks_of_version(row.version_id)
     if existing:  # keep the access the document was indexed with (it may have come from CDC)
         first = existing[0]
@@ -111,7 +117,7 @@ async def _restamp(
             classification=first.classification,
         )
     else:
-        access = resolve_access(manifest, event, parsed.frontmatter)
+        access = resolve_access(manifest, event, frontmatter)
     ctx = StampContext(
         manifest=manifest,
         event=event,
@@ -123,6 +129,8 @@ async def _restamp(
         parser_version=parser.version,
         index_generation=generation,
         version_sequence=row.version_sequence,
+        evidence=frontmatter.evidence_types(),  # with today's rules: as a new version would
+        tokens=tokens,
     )
     now = datetime.now(UTC)
     return [c.model_copy(update={"indexed_at": now}) for c in stamp_chunks(ctx, parsed.chunks)]

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -17,9 +16,11 @@ from govindex.core.records import (
     AclPolicy,
     Chunk,
     ChunkDraft,
+    ChunkKind,
     SourceManifest,
     TrustLevel,
 )
+from govindex.core.tokens import HEURISTIC, TokenEstimator
 from indexer.frontmatter import Frontmatter, FrontmatterLike
 
 
@@ -79,6 +80,45 @@ def resolve_validity(
     return start, valid_to
 
 
+# Kinds that are evidence by what they are: an incident's finding supports `finding`
+# whatever its document or source says.
+KIND_EVIDENCE: Mapping[ChunkKind, str] = {
+    kind: kind.value
+    for kind in (
+        ChunkKind.TIMELINE_ENTRY,
+        ChunkKind.FINDING,
+        ChunkKind.ROOT_CAUSE,
+        ChunkKind.ACTION_ITEM,
+        ChunkKind.STEP,
+        ChunkKind.CLAUSE,
+    )
+}
+
+
+def resolve_evidence(
+    manifest: SourceManifest, doc_id: str, document: Iterable[str], kinds: Iterable[ChunkKind]
+) -> dict[ChunkKind, tuple[str, ...]]:
+    """Each kind's evidence types in a document, sorted and distinct: the document's own
+    (frontmatter `evidence`, `supports_claims`), those of the source's evidence_rules whose
+    path selects the document and whose kinds hold the kind, and the kind's own.
+
+    A pack request's required_evidence selects chunks by this, so it is computed once per
+    document and kind, the same way for a new version, a metadata-only change and a
+    reparse."""
+    rules = [rule for rule in manifest.evidence_rules if rule.matches(doc_id)]
+    own = frozenset(document)
+    by_kind: dict[ChunkKind, tuple[str, ...]] = {}
+    for kind in dict.fromkeys(kinds):
+        types = set(own)
+        for rule in rules:
+            if rule.kinds is None or kind in rule.kinds:
+                types.update(rule.evidence)
+        if kind in KIND_EVIDENCE:
+            types.add(KIND_EVIDENCE[kind])
+        by_kind[kind] = tuple(sorted(types))
+    return by_kind
+
+
 # Text that gives orders to a model or an operator. Stored anyway; the flag lets the read
 # path keep it out of model input when the source is not authoritative.
 _INSTRUCTION_PATTERNS = re.compile(
@@ -96,9 +136,10 @@ def contains_instructions(text: str, trust_level: TrustLevel) -> bool:
     return _INSTRUCTION_PATTERNS.search(text) is not None
 
 
-def token_estimate(text: str) -> int:
-    """Tokens ≈ ceil(characters / 4), the usual rule of thumb for BPE tokenizers on English."""
-    return max(1, math.ceil(len(text) / 4))
+def token_estimate(text: str, tokens: TokenEstimator = HEURISTIC) -> int:
+    """The chunk's tokens as `tokens` counts them: the read API packs with the same
+    estimator (GOVINDEX_TOKENIZER), so a stamped estimate is what a budget will see."""
+    return tokens.count(text)
 
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -164,11 +205,16 @@ class StampContext:
     parser_version: str
     index_generation: int
     version_sequence: int | None = None  # when re-stamping a stored version (reparse)
+    # The document's own evidence types (`Frontmatter.evidence_types`); the manifest's
+    # rules and the chunks' kinds add theirs when stamping.
+    evidence: tuple[str, ...] = ()
+    tokens: TokenEstimator = HEURISTIC  # counts `token_estimate` (Runtime.tokens)
 
 
 # Long: every stamped field of a chunk in one constructor call (docs/design/records.md).
 def stamp_chunks(ctx: StampContext, drafts: Sequence[ChunkDraft]) -> list[Chunk]:
-    """Bind each draft to its source, version, span, time, access and structure."""
+    """Bind each draft to its source, version, span, time, access, structure and the
+    evidence types it can support."""
     event = ctx.event
     key = event.key
     created = ctx.version_sequence or event.sequence
@@ -176,6 +222,9 @@ def stamp_chunks(ctx: StampContext, drafts: Sequence[ChunkDraft]) -> list[Chunk]
     by_ordinal = {draft.ordinal: ids[i] for i, draft in enumerate(drafts)}
     where = event.path or event.doc_id
     trust = ctx.manifest.trust_level
+    evidence = resolve_evidence(
+        ctx.manifest, event.doc_id, ctx.evidence, (draft.kind for draft in drafts)
+    )
     chunks: list[Chunk] = []
     for i, draft in enumerate(drafts):
         if draft.anchor:
@@ -214,6 +263,7 @@ def stamp_chunks(ctx: StampContext, drafts: Sequence[ChunkDraft]) -> list[Chunk]
                 line_end=draft.span.line_end,
                 heading_path=draft.heading_path,
                 labels=draft.labels,
+                evidence=evidence[draft.kind],
                 context=draft.context,
                 parent_id=by_ordinal.get(parent) if parent is not None else None,
                 prev_id=ids[i - 1] if i > 0 else None,
@@ -222,7 +272,7 @@ def stamp_chunks(ctx: StampContext, drafts: Sequence[ChunkDraft]) -> list[Chunk]
                 kind=draft.kind.value,
                 trust_level=trust.value,
                 contains_instructions=contains_instructions(draft.text, trust),
-                token_estimate=token_estimate(draft.text),
+                token_estimate=token_estimate(draft.text, ctx.tokens),
                 simhash=simhash64(draft.text),
                 index_generation=ctx.index_generation,
             )

@@ -22,11 +22,13 @@ from pydantic import (
 )
 
 from govindex.core.inputs import has_control, quote
-from govindex.core.paths import check_patterns
+from govindex.core.links import template_problem
+from govindex.core.paths import check_patterns, selected
 
 # One definition of the value rules, shared with the read API's clients: identifiers (they
 # end up in Kafka keys, index ids and URLs), principals and chunk kinds come from the client
 # distribution, which imports nothing of ours.
+from govindex_client._types import EVIDENCE_TYPE as EVIDENCE_TYPE_PATTERN
 from govindex_client._types import SLUG as SLUG
 from govindex_client._types import ChunkKind as ChunkKind
 from govindex_client._types import Principal as Principal
@@ -179,6 +181,81 @@ class CdcSettings(BaseModel):
         return self
 
 
+# What a chunk can support (`deployment_record`, `root_cause`): the types a pack request's
+# required_evidence names. Stamped from a document's frontmatter, its source's
+# evidence_rules and the chunk's kind; one rule for all of them.
+EVIDENCE_TYPE = re.compile(EVIDENCE_TYPE_PATTERN)
+EVIDENCE_TYPE_RULE = (
+    "a lower-case letter, then up to 63 lower-case letters, digits, '_' or '-' "
+    "(e.g. deployment_record)"
+)
+MAX_EVIDENCE_TYPES = 16  # per document's frontmatter, and per rule
+MAX_EVIDENCE_RULES = 64
+MAX_RULE_PATTERNS = 64
+
+
+def check_evidence_type(value: str) -> str:
+    """The value, if it is an evidence type; refused, not lower-cased: a type a pack asks
+    for must be the type the chunk was stamped with, spelled one way."""
+    if EVIDENCE_TYPE.fullmatch(value) is None:
+        raise ValueError(f"must be an evidence type: {EVIDENCE_TYPE_RULE}")
+    return value
+
+
+EvidenceType = Annotated[
+    str,
+    Field(max_length=64, json_schema_extra={"pattern": f"^{EVIDENCE_TYPE.pattern}$"}),
+    AfterValidator(check_evidence_type),
+]
+
+
+class EvidenceRule(BaseModel):
+    """Evidence types a source's chunks support, chosen by document and chunk kind."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: Patterns = Field(
+        min_length=1,
+        max_length=MAX_RULE_PATTERNS,
+        description="the documents it applies to: a .gitignore-style pattern or a list of "
+        "them, read as `include` reads them and matched against the document id, e.g. "
+        "`incidents/` or `[deploys/, '!deploys/drafts/']`",
+    )
+    kinds: list[ChunkKind] | None = Field(
+        default=None, description="the chunk kinds it applies to; any kind when left out"
+    )
+    evidence: list[EvidenceType] = Field(
+        min_length=1,
+        max_length=MAX_EVIDENCE_TYPES,
+        description="the evidence types it stamps, e.g. deployment_record: each a "
+        "lower-case letter, then up to 63 lower-case letters, digits, `_` or `-`",
+    )
+
+    @field_validator("path", mode="before", json_schema_input_type=str | list[str])
+    @classmethod
+    def _one_or_more(cls, value: object) -> object:
+        """A pattern, or a list of them: one is a list of one."""
+        if isinstance(value, str):
+            return [value]
+        if not isinstance(value, list):
+            raise ValueError("must be a pattern or a list of patterns")
+        return value
+
+    @field_validator("kinds")
+    @classmethod
+    def _kinds_not_empty(cls, value: list[ChunkKind] | None) -> list[ChunkKind] | None:
+        if value is not None and not value:
+            raise ValueError(
+                "an empty kinds list would apply to no chunk; list chunk kinds or leave "
+                "the field out to apply to every kind"
+            )
+        return value
+
+    def matches(self, doc_id: str) -> bool:
+        """Whether the rule's patterns select the document (its kinds are checked apart)."""
+        return selected(doc_id, self.path, ())
+
+
 class SourceManifest(BaseModel):
     """A registered source: who owns it, who may see it, how long history lives."""
 
@@ -204,6 +281,26 @@ class SourceManifest(BaseModel):
     git: GitSettings | None = None
     folder: FolderSettings | None = None
     cdc: CdcSettings | None = None
+    web_url: str | None = Field(
+        default=None,
+        description="where a person opens a chunk: a template with {revision}, "
+        "{source_version}, {path}, {line_start} and {line_end}, e.g. "
+        "https://git.example.com/acme/handbook/blob/{revision}/{path}#L{line_start}-L{line_end}",
+    )
+    evidence_rules: list[EvidenceRule] = Field(
+        default_factory=list,
+        max_length=MAX_EVIDENCE_RULES,
+        description="evidence types stamped on the chunks of the documents each rule's "
+        "path selects (of its kinds only, when it names kinds); added to what a "
+        "document's frontmatter and a chunk's kind say",
+    )
+
+    @field_validator("web_url")
+    @classmethod
+    def _web_url_template(cls, value: str | None) -> str | None:
+        if value is not None and (problem := template_problem(value)) is not None:
+            raise ValueError(problem)
+        return value
 
     @field_validator("default_acl")
     @classmethod
@@ -301,6 +398,10 @@ class Chunk(BaseModel):
     line_end: int
     heading_path: tuple[str, ...]
     labels: tuple[str, ...] = ()
+    # The kinds of evidence the chunk can support (`deployment_record`, `root_cause`, …):
+    # from frontmatter, the manifest's evidence_rules and the chunk's kind; what a pack
+    # request's required_evidence selects by.
+    evidence: tuple[str, ...] = ()
     context: str = ""
     parent_id: str | None
     prev_id: str | None

@@ -44,6 +44,10 @@ class ChunkKind(StrEnum):
     PARAGRAPH = "paragraph"
 
 
+# An evidence type a chunk can support (deployment_record, root_cause, …): one rule for the
+# chunks' stamps and the requests that ask for them.
+EVIDENCE_TYPE = r"[a-z][a-z0-9_-]{0,63}"
+
 QUOTE_LIMIT = 120
 
 # C0 controls (NUL included) but tab, newline and carriage return; DEL; C1 controls.

@@ -39,6 +39,7 @@ MAPPING: dict[str, Any] = {
         "classification": _KEYWORD,
         "heading_path": {"type": "text", "fields": {"raw": _KEYWORD}},
         "labels": _KEYWORD,
+        "evidence": _KEYWORD,
         "kind": _KEYWORD,
         "trust_level": _KEYWORD,
         "index_generation": {"type": "integer"},

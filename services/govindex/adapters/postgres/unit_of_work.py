@@ -145,8 +145,12 @@ class PostgresDocumentTransaction:
         return [ApplyResult("indexed", p.version_id, len(p.chunks)) for p in plans]
 
     async def update_metadata(self, plan: VersionPlan, version_id: str) -> ApplyResult:
-        """Same content, same parser: re-stamp ACL, validity and source_version only."""
+        """Same content, same parser: re-stamp ACL, validity, source_version and evidence
+        only. Evidence follows the manifest's evidence_rules, which may have changed since:
+        the same content cut by the same parser gives the same ordinals, so each kept chunk
+        takes the evidence of the planned chunk at its ordinal."""
         access = plan.chunks[0] if plan.chunks else None
+        evidence = {str(c.ordinal): list(c.evidence) for c in plan.chunks}
         await self._conn.execute(
             "UPDATE document_versions SET sequence = %s, source_version = %s, valid_from = %s, "
             " declared_valid_to = %s, valid_to = %s, observed_at = %s, metadata = %s, "
@@ -166,7 +170,9 @@ class PostgresDocumentTransaction:
         cur = await self._conn.execute(
             "UPDATE chunks SET sequence = %s, source_version = %s, valid_from = %s, "
             " valid_to = %s, observed_at = %s, indexed_at = %s, acl = %s, required_scopes = %s,"
-            " allowed_purposes = %s, classification = %s WHERE version_id = %s",
+            " allowed_purposes = %s, classification = %s, evidence = ARRAY(SELECT e FROM "
+            " jsonb_array_elements_text(%s::jsonb -> ordinal::text) WITH ORDINALITY AS x(e, n)"
+            " ORDER BY n) WHERE version_id = %s",
             (
                 plan.sequence,
                 plan.source_version,
@@ -178,6 +184,7 @@ class PostgresDocumentTransaction:
                 list(access.required_scopes) if access else [],
                 list(access.allowed_purposes) if access else [],
                 access.classification if access else "",
+                Jsonb(evidence),
                 version_id,
             ),
         )
