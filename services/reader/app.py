@@ -16,6 +16,7 @@ from govindex.runtime.composition import Runtime
 from govindex.runtime.listener import Listener
 from reader.credentials import JwtConfig, JwtVerifier
 from reader.http import build_read_app
+from reader.keeping import PackKeeper
 from reader.service import ReadPorts, ReadService
 
 log = structlog.get_logger(__name__)
@@ -32,7 +33,16 @@ _JWT_SETTINGS = {
 
 
 def read_service(rt: Runtime) -> ReadService:
-    return ReadService(ReadPorts(store=rt.reads, index=rt.index, cache=rt.cache))
+    embedder = rt.embedder
+    return ReadService(
+        ReadPorts(
+            store=rt.reads,
+            index=rt.index,
+            cache=rt.cache,
+            embedder=None if embedder is None else f"{embedder.name}/{embedder.version}",
+            tokens=rt.tokens,
+        )
+    )
 
 
 def jwt_config(settings: Settings) -> JwtConfig | None:
@@ -106,12 +116,18 @@ class ReadServer:
                 "GOVINDEX_READ_JWT_ISSUER and GOVINDEX_READ_JWT_AUDIENCE"
             )
         verifier = JwtVerifier(self.jwt) if self.jwt is not None else None
+        service = read_service(self.rt)
+        settings = self.rt.settings
+        keeper = PackKeeper(
+            service, self.rt.packs, settings.topics.receipts, settings.pack_retention_days
+        )
         app = build_read_app(
-            read_service(self.rt),
+            service,
             self.rt.lineage,
             self.tokens,
             jwt_verifier=verifier,
             audit=self.rt.audit,
+            keeper=keeper,
         )
         if verifier is not None:
             keys = await asyncio.to_thread(verifier.load)  # a file or https read may block

@@ -38,7 +38,13 @@ from pydantic import BaseModel
 
 from govindex.core.errors import TransientError
 from govindex.core.metrics import OTHER, observe_read
-from govindex.core.ports import AUDIT_ENDPOINTS, AuditEndpoint, LineageRegistry, ReadAudit
+from govindex.core.ports import (
+    AUDIT_ENDPOINTS,
+    AuditEndpoint,
+    AuditEntry,
+    LineageRegistry,
+    ReadAudit,
+)
 from reader.access import admitted_access, admitted_request
 from reader.credentials import (
     Admitted,
@@ -52,12 +58,14 @@ from reader.credentials import (
     bound_tokens,
     prove_tenant,
 )
-from reader.manifest import anchor_of
+from reader.keeping import Keeping, KeptGone, KeyReused, PackKeeper
+from reader.manifest import anchor_of, described
 from reader.models import (
     MAX_PRINCIPALS,
     ApiError,
     ChunkView,
     DerivedArtifact,
+    Pack,
     PackRequest,
     SearchRequest,
     VerifyRequest,
@@ -246,6 +254,25 @@ def _as_admitted(request: web.Request, body: R) -> R:
     return admitted_request(body, admitted)
 
 
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:")
+
+
+def _idempotency_key(request: web.Request) -> str | None:
+    """The request's Idempotency-Key: 1 to 128 of letters, digits and `-_.:` (a UUID, say)."""
+    key = request.headers.get(IDEMPOTENCY_HEADER)
+    if key is None:
+        return None
+    if not 1 <= len(key) <= 128 or not set(key) <= _KEY_CHARS:
+        raise ApiRefusal(
+            400,
+            "bad_request",
+            "1 to 128 letters, digits, '-', '_', '.' or ':' (a UUID, say)",
+            IDEMPOTENCY_HEADER,
+        )
+    return key
+
+
 def _prove_tenant(request: web.Request, tenant: str, field: str) -> None:
     request[TRAIL].tenant = tenant
     try:
@@ -263,14 +290,70 @@ class _Routes:
 
     service: ReadService
     lineage: LineageRegistry
+    keeper: PackKeeper | None = None
 
     async def search(self, request: web.Request) -> web.Response:
         body = await parse_body(request, SearchRequest)
         return _answered(request, await self.service.search(_as_admitted(request, body)))
 
     async def pack(self, request: web.Request) -> web.Response:
+        key = _idempotency_key(request)
         body = await parse_body(request, PackRequest)
-        return _answered(request, await self.service.pack(_as_admitted(request, body)))
+        admitted = _as_admitted(request, body)
+        if key is None or self.keeper is None:
+            return _answered(request, await self.service.pack(admitted))
+        trail = request[TRAIL]
+
+        def audit(pack: Pack) -> AuditEntry:
+            trail.answered(pack)
+            trail.kept = True
+            return trail.entry(200)
+
+        keeping = Keeping(trail.credential_name, key, trail.request_hash, audit)
+        try:
+            pack, replayed = await self.keeper.pack(admitted, keeping)
+        except KeyReused as exc:
+            raise ApiRefusal(409, "conflict", str(exc), IDEMPOTENCY_HEADER) from None
+        except KeptGone as exc:
+            raise ApiRefusal(410, "gone", str(exc)) from None
+        if replayed:
+            trail.kept = False  # a replay is an answer of its own, recorded as one
+            response = _answered(request, pack)
+            response.headers["Idempotent-Replayed"] = "true"
+            return response
+        return json_answer(pack)
+
+    async def stored_pack(self, request: web.Request) -> web.Response:
+        """GET /v1/packs/{pack_id}?tenant=&principal=&scope=&purpose=: a kept pack,
+        re-judged now for the subject it was built for, which the caller must hold."""
+        trail = request[TRAIL]
+        query = {name: request.query.getall(name) for name in request.query}
+        trail.request_hash = canonical_hash({"path": request.path, "query": query})
+        asked = opening(request)
+        trail.tenant, trail.purpose = asked.tenant, asked.purpose
+        admitted = _admit(
+            request, asked.tenant, asked.principals, asked.scopes, asked.purpose, _QUERY_FIELDS
+        )
+        pack_id = param(ID, "pack_id", request.match_info["pack_id"])
+        if self.keeper is None:
+            raise ApiRefusal(404, "not_found", "packs are not kept by this server")
+
+        def holds(pack: Pack) -> bool:
+            built_for = pack.manifest.subject
+            return (
+                pack.manifest.purpose == asked.purpose
+                and set(built_for.principals or ()) <= set(admitted.principals)
+                and set(built_for.scopes or ()) <= set(admitted.scopes)
+            )
+
+        try:
+            found = await self.keeper.stored(asked.tenant, pack_id, holds)
+        except KeptGone as exc:
+            raise ApiRefusal(410, "gone", str(exc)) from None
+        if found is None:  # unknown, expired, or built for a subject the caller lacks
+            raise ApiRefusal(404, "not_found", "no such kept pack for this subject")
+        trail.answered(found.pack)
+        return json_answer(found)
 
     async def verify(self, request: web.Request) -> web.Response:
         manifest = (await parse_body(request, VerifyRequest, VERIFY_BODY_MAX)).manifest
@@ -295,9 +378,14 @@ class _Routes:
         found = await self.service.chunk(chunk_id, access)
         if found is None:  # refused and unknown look the same
             raise ApiRefusal(404, "not_found", "no such chunk for this subject at as_of")
-        trail.chunk_ids = (found.chunk_id,)
+        trail.chunk_ids = (found.chunk.chunk_id,)
         return json_answer(
-            ChunkView(anchor=anchor_of(found), kind=found.kind, text=found.text, as_of=access.as_of)
+            ChunkView(
+                **described(found),
+                anchor=anchor_of(found.chunk),
+                text=found.chunk.text,
+                as_of=access.as_of,
+            )
         )
 
     async def register(self, request: web.Request) -> web.Response:
@@ -328,6 +416,7 @@ def build_read_app(
     *,
     jwt_verifier: JwtVerifier | None = None,
     audit: ReadAudit | None = None,
+    keeper: PackKeeper | None = None,
 ) -> web.Application:
     """The read API over `service`, accepting the service tokens of `tokens` (the
     `GOVINDEX_READ_TOKENS` setting: token -> tenants, or a binding) and JWTs `jwt_verifier`
@@ -335,7 +424,7 @@ def build_read_app(
     an app a test builds by hand). Raises `TokenSettingsError` for an unusable entry,
     `ValueError` for no credential at all."""
     auth = Authenticator(bound_tokens(tokens), jwt_verifier)
-    routes = _Routes(service, lineage)
+    routes = _Routes(service, lineage, keeper)
     app = web.Application(
         middlewares=[metrics_middleware(), credentials_middleware(auth), audit_middleware(audit)],
         client_max_size=LINEAGE_BODY_MAX,
@@ -343,6 +432,7 @@ def build_read_app(
     app.router.add_post("/v1/search", routes.search, name="search")
     app.router.add_post("/v1/packs", routes.pack, name="pack")
     app.router.add_post("/v1/packs/verify", routes.verify, name="verify")
+    app.router.add_get("/v1/packs/{pack_id}", routes.stored_pack, name="stored_pack")
     app.router.add_get("/v1/chunks/{chunk_id}", routes.chunk, name="chunk")
     app.router.add_post("/v1/lineage", routes.register, name="lineage")
     add_probes(app, service.ports.store)

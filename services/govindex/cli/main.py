@@ -76,6 +76,7 @@ app.add_typer(ingest.app, name="ingest")
 app.add_typer(dlq.app, name="dlq")
 app.add_typer(jobs.app, name="jobs")
 app.add_typer(offsets.app, name="offsets")
+app.add_typer(read.packs_app, name="packs")
 COMMANDS: dict[str, Callable[..., int]] = {
     "reconcile": ingest.reconcile_command,
     "delete": ingest.delete_command,

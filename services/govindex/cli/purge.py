@@ -95,21 +95,23 @@ def retention_command(
     Removes the content of superseded versions whose supersession is older than the
     source's history_retention, from Postgres, every OpenSearch generation, the cache and
     stored summaries built from their chunks; current versions are never touched. Without
-    --source, also deletes the read audit's records older than GOVINDEX_AUDIT_RETENTION_DAYS.
+    --source, also deletes the read audit's records older than GOVINDEX_AUDIT_RETENTION_DAYS
+    and kept packs past GOVINDEX_PACK_RETENTION_DAYS.
     Run it on a schedule (cron, a Kubernetes CronJob).
     """
     settings = setup(state_dir, log_level)
 
-    async def run(rt: Runtime) -> tuple[RetentionReport, int | None]:
+    async def run(rt: Runtime) -> tuple[RetentionReport, int | None, int | None]:
         manifests: list[SourceManifest] = (
             [await registered(rt, source, enabled=False)] if source else await rt.registry.all()
         )
         report = await apply_retention(rt, manifests)
         # The audit belongs to no source: a run narrowed to one leaves it alone.
         pruned = None if source else await rt.audit.prune(settings.audit_retention_days)
-        return report, pruned
+        expired = None if source else await rt.packs.expire()
+        return report, pruned, expired
 
-    report, audit_pruned = with_runtime(settings, run)
+    report, audit_pruned, packs_expired = with_runtime(settings, run)
     console.print(
         f"retention: {len(report.versions)} versions purged ({report.chunks} chunks, "
         f"{report.cache_entries} cache entries, {report.summaries} summaries invalidated)"
@@ -120,5 +122,10 @@ def retention_command(
         console.print(
             f"retention: {audit_pruned} audit records older than "
             f"{settings.audit_retention_days} days deleted"
+        )
+    if packs_expired is not None:
+        console.print(
+            f"retention: {packs_expired} kept packs past GOVINDEX_PACK_RETENTION_DAYS "
+            f"({settings.pack_retention_days}) deleted, with their text"
         )
     return 0

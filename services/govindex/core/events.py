@@ -18,6 +18,7 @@ DOCUMENT_UPDATED = f"{EVENT_PREFIX}.document.updated.v1"
 DOCUMENT_DELETED = f"{EVENT_PREFIX}.document.deleted.v1"
 DOCUMENT_INDEXED = f"{EVENT_PREFIX}.document.indexed.v1"
 DOCUMENT_PURGED = f"{EVENT_PREFIX}.document.purged.v1"
+PACK_BUILT = f"{EVENT_PREFIX}.pack.built.v1"
 
 DOCUMENT_EVENT_TYPES = frozenset({DOCUMENT_CREATED, DOCUMENT_UPDATED, DOCUMENT_DELETED})
 
@@ -90,6 +91,25 @@ class DocumentIndexed(DocumentPayload):
     content_hash: str | None
     index_generation: int
     indexed_at: AwareDatetime
+
+
+class PackBuilt(BaseModel):
+    """Receipt: a pack was built and kept under an idempotency key (`GET /v1/packs/{id}`).
+    Ids and hashes only, never text; its documents are what a deletion must reach."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tenant_id: Slug
+    pack_id: str
+    pack_hash: str
+    request_hash: str
+    credential_name: str
+    purpose: Slug
+    as_of: AwareDatetime
+    built_at: AwareDatetime
+    expires_at: AwareDatetime
+    items: int
+    documents: list[str]
 
 
 class SinkResult(BaseModel):

@@ -108,7 +108,7 @@ _TOKENS = (100, 250, 500, 1000, 2000, 4000, 8000, 16000, 32000, 64000)
 # or text: those belong in the read audit); anything else is counted as OTHER, so a
 # caller's typo or a new route never becomes a series of its own.
 OTHER = "other"
-READ_ENDPOINTS = frozenset({"search", "pack", "chunk", "verify", "lineage", "probe"})
+READ_ENDPOINTS = frozenset({"search", "pack", "chunk", "verify", "lineage", "stored_pack", "probe"})
 READ_CHANNELS = frozenset({"bm25", "fulltext", "structured", "graph", "dense"})
 READ_GATES = frozenset(
     {"tenant", "acl", "scope", "purpose", "time", "deletion", "integrity", "trust", "dedup"}

@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from govindex.core import tokens
 from govindex.core.errors import StackNotRunning
 
 DEFAULT_STATE_DIR = Path(".govindex")
@@ -252,6 +253,16 @@ class Settings(BaseSettings):
         default="wordllama",
         description="The dense channel's model: embeds chunks at ingest and queries at read time.",
     )
+    tokenizer: str = Field(
+        default=tokens.DEFAULT_SPEC,
+        description="How tokens are counted, the same way when the indexer stamps a chunk's "
+        "`token_estimate` and when the read API packs chunks into `max_tokens`: `heuristic` "
+        "(one token per CJK, kana or hangul character, characters / 4 for the rest), "
+        "`hf:PATH` (a Hugging Face `tokenizer.json`) or `tiktoken:PATH` (a `.tiktoken` ranks "
+        "file). Files are local, never downloaded, and need "
+        "`pip install 'govindex[tokenizers]'`; a manifest records the tokenizer as "
+        "`name/version` (the version of a file is its sha256).",
+    )
     dense_min_similarity: float = Field(
         default=0.3,
         ge=-1,
@@ -264,6 +275,21 @@ class Settings(BaseSettings):
         description="Audit records of answered reads are kept this many days; "
         "`govindex retention` deletes older ones.",
     )
+    pack_retention_days: int = Field(
+        default=30,
+        ge=1,
+        le=3650,
+        description="Packs kept under an Idempotency-Key are served by GET /v1/packs/{id} "
+        "and answer retries for this many days; `govindex retention` deletes them after.",
+    )
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _usable_tokenizer(cls, spec: str) -> str:
+        try:
+            return tokens.check_spec(spec)
+        except tokens.TokenizerError as exc:
+            raise ValueError(f"{tokens.SETTING}={spec!r} is refused: {exc}") from None
 
     @property
     def topics(self) -> Topics:

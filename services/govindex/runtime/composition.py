@@ -27,6 +27,7 @@ from govindex.adapters.postgres.ingest_state import PostgresIngestState
 from govindex.adapters.postgres.jobs import PostgresJobs
 from govindex.adapters.postgres.lineage import PostgresLineage
 from govindex.adapters.postgres.outbox import PostgresOutbox
+from govindex.adapters.postgres.packs import PostgresPackStore
 from govindex.adapters.postgres.pool import open_pool
 from govindex.adapters.postgres.purges import PostgresPurgeStore
 from govindex.adapters.postgres.reads import PostgresReadStore, PostgresVectorStore, VectorCache
@@ -38,6 +39,7 @@ from govindex.core.ports import (
     BlobStore,
     Deliveries,
     Embedder,
+    PackStore,
     ReadAudit,
     ReadStore,
     VectorStore,
@@ -57,6 +59,8 @@ from govindex.core.ports.operations import (
     WorkerControls,
 )
 from govindex.core.settings import Servers, Settings
+from govindex.core.tokens import SETTING as TOKENIZER_SETTING
+from govindex.core.tokens import TokenEstimator, TokenizerError, estimator_from
 
 log = structlog.get_logger(__name__)
 
@@ -77,6 +81,9 @@ class Runtime:
     generations: GenerationStore
     jobs: JobStore
     controls: WorkerControls
+    # The one token counter of this process: the indexer stamps `token_estimate` with it
+    # and the read API packs with it; `tokens.label` (`name/version`) says which it is.
+    tokens: TokenEstimator
 
     def __init__(
         self, settings: Settings, *, pool_size: int = 8, index: ProjectionIndex | None = None
@@ -91,6 +98,14 @@ class Runtime:
             self.__dict__["index"] = index
         self._pool: AsyncConnectionPool | None = None
         self._publisher: AsyncKafkaPublisher | None = None
+        # Loaded here, once: a tokenizer file that cannot be used stops the process at start,
+        # not at its first event or read.
+        try:
+            self.tokens = estimator_from(self.settings.tokenizer)
+        except TokenizerError as exc:
+            raise TokenizerError(
+                f"{TOKENIZER_SETTING}={self.settings.tokenizer!r} is refused: {exc}"
+            ) from None
 
     async def __aenter__(self) -> Runtime:
         pool = open_pool(self.servers.pg_dsn, max_size=self._pool_size)
@@ -175,6 +190,11 @@ class Runtime:
     def audit(self) -> ReadAudit:
         """The audit of answered reads (a port over the pool: building it does no I/O)."""
         return PostgresReadAudit(self.pool)
+
+    @property
+    def packs(self) -> PackStore:
+        """Packs kept under idempotency keys (a port over the pool)."""
+        return PostgresPackStore(self.pool)
 
     async def publisher(self) -> AsyncKafkaPublisher:
         """The one async producer of this process, started on first use."""

@@ -16,7 +16,9 @@ from govindex_client.client import (
 )
 from govindex_client.errors import (
     BadRequest,
+    Conflict,
     Forbidden,
+    Gone,
     GovindexError,
     NotFound,
     TooLarge,
@@ -31,8 +33,10 @@ __all__ = [
     "Asking",
     "AsyncGovindexClient",
     "BadRequest",
+    "Conflict",
     "Credential",
     "Forbidden",
+    "Gone",
     "GovindexClient",
     "GovindexError",
     "LineageFields",

@@ -48,8 +48,10 @@ from govindex_client.models import (
     PackRequest,
     Readiness,
     Registered,
+    RequiredEvidence,
     SearchRequest,
     SearchResponse,
+    StoredPack,
     Subject,
     VerifyRequest,
     VerifyResponse,
@@ -96,6 +98,7 @@ class PackOptions(SearchOptions, total=False):
     hydration: Hydration | Mapping[str, Any]
     dedup_threshold: int
     budget: Budget | Mapping[str, Any]
+    required_evidence: Sequence[RequiredEvidence | Mapping[str, Any]]
 
 
 class LineageFields(TypedDict, total=False):
@@ -119,6 +122,7 @@ class _Call(Generic[M]):
     body: bytes | None = None
     params: tuple[tuple[str, str], ...] = ()
     ok: frozenset[int] = frozenset({200})
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 class _Calls:
@@ -158,6 +162,7 @@ class _Calls:
             headers["Authorization"] = f"Bearer {token}"
         if call.body is not None:
             headers["Content-Type"] = "application/json"
+        headers.update(call.headers)
         return headers
 
     def _asked(self, options: dict[str, Any]) -> dict[str, Any]:
@@ -189,9 +194,13 @@ class _Calls:
         request = self._read_request(SearchRequest, query, options)
         return _Call("POST", "/v1/search", SearchResponse, request.model_dump_json().encode())
 
-    def _pack(self, query: str | PackRequest, options: Mapping[str, Any]) -> _Call[Pack]:
+    def _pack(
+        self, query: str | PackRequest, options: Mapping[str, Any], key: str | None = None
+    ) -> _Call[Pack]:
         request = self._read_request(PackRequest, query, options)
-        return _Call("POST", "/v1/packs", Pack, request.model_dump_json().encode())
+        headers = () if key is None else (("Idempotency-Key", key),)
+        body = request.model_dump_json().encode()
+        return _Call("POST", "/v1/packs", Pack, body, headers=headers)
 
     @staticmethod
     def _verify(manifest: Manifest | Pack) -> _Call[VerifyResponse]:
@@ -199,12 +208,13 @@ class _Calls:
         body = VerifyRequest(manifest=pinned).model_dump_json().encode()
         return _Call("POST", "/v1/packs/verify", VerifyResponse, body)
 
-    def _chunk(self, chunk_id: str, asking: Mapping[str, Any]) -> _Call[ChunkView]:
+    def _query(self, call: str, asking: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """A GET's tenant, purpose and subject (and `as_of`) as query parameters."""
         fields = dict(asking)
         as_of = fields.pop("as_of", None)
         asked = self._asked(fields)
         if fields:
-            raise TypeError(f"chunk() takes no {', '.join(sorted(fields))}")
+            raise TypeError(f"{call}() takes no {', '.join(sorted(fields))}")
         for name in ("tenant", "purpose"):
             if name not in asked:
                 raise ValueError(f"no {name}: give {name}= to this call or to the client")
@@ -215,8 +225,19 @@ class _Calls:
         params += [("scope", s) for s in subject.scopes or ()]
         if as_of is not None:
             params.append(("as_of", as_of.isoformat()))
+        return params
+
+    def _chunk(self, chunk_id: str, asking: Mapping[str, Any]) -> _Call[ChunkView]:
+        params = self._query("chunk", asking)
         path = f"/v1/chunks/{quote_path(chunk_id, safe='')}"
         return _Call("GET", path, ChunkView, params=tuple(params))
+
+    def _stored_pack(self, pack_id: str, asking: Mapping[str, Any]) -> _Call[StoredPack]:
+        if "as_of" in asking:
+            raise TypeError("stored_pack() takes no as_of: a kept pack has its own")
+        params = self._query("stored_pack", asking)
+        path = f"/v1/packs/{quote_path(pack_id, safe='')}"
+        return _Call("GET", path, StoredPack, params=tuple(params))
 
     def _lineage(
         self, artifact: DerivedArtifact | None, fields: Mapping[str, Any]
@@ -312,9 +333,23 @@ class GovindexClient(_Calls):
         """POST /v1/search: fused, gated hits for `query` (or send a `SearchRequest`)."""
         return self._send(self._search(query, options))
 
-    def pack(self, query: str | PackRequest = "", **options: Unpack[PackOptions]) -> Pack:
-        """POST /v1/packs: a context pack with its manifest (or send a `PackRequest`)."""
-        return self._send(self._pack(query, options))
+    def pack(
+        self,
+        query: str | PackRequest = "",
+        *,
+        idempotency_key: str | None = None,
+        **options: Unpack[PackOptions],
+    ) -> Pack:
+        """POST /v1/packs: a context pack with its manifest (or send a `PackRequest`). With
+        `idempotency_key` the pack is kept: a retry with the same key and request gets the
+        same pack, another request under the key is `Conflict`."""
+        return self._send(self._pack(query, options, idempotency_key))
+
+    def stored_pack(self, pack_id: str, **asking: Unpack[Asking]) -> StoredPack:
+        """GET /v1/packs/{id}: a kept pack re-judged now, items no longer valid withheld;
+        `NotFound` for a pack built for a subject the caller does not hold, `Gone` when
+        nothing of it can be served."""
+        return self._send(self._stored_pack(pack_id, asking))
 
     def verify(self, manifest: Manifest | Pack) -> VerifyResponse:
         """POST /v1/packs/verify: valid, stale, invalid or tampered, pin by pin."""
@@ -411,9 +446,19 @@ class AsyncGovindexClient(_Calls):
         """POST /v1/search (see `GovindexClient.search`)."""
         return await self._send(self._search(query, options))
 
-    async def pack(self, query: str | PackRequest = "", **options: Unpack[PackOptions]) -> Pack:
+    async def pack(
+        self,
+        query: str | PackRequest = "",
+        *,
+        idempotency_key: str | None = None,
+        **options: Unpack[PackOptions],
+    ) -> Pack:
         """POST /v1/packs (see `GovindexClient.pack`)."""
-        return await self._send(self._pack(query, options))
+        return await self._send(self._pack(query, options, idempotency_key))
+
+    async def stored_pack(self, pack_id: str, **asking: Unpack[Asking]) -> StoredPack:
+        """GET /v1/packs/{id} (see `GovindexClient.stored_pack`)."""
+        return await self._send(self._stored_pack(pack_id, asking))
 
     async def verify(self, manifest: Manifest | Pack) -> VerifyResponse:
         """POST /v1/packs/verify (see `GovindexClient.verify`)."""

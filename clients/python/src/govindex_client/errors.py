@@ -38,6 +38,14 @@ class NotFound(GovindexError):
     """404: no such chunk for this subject at `as_of` (refused and unknown look the same)."""
 
 
+class Conflict(GovindexError):
+    """409: the Idempotency-Key already names a pack built from another request."""
+
+
+class Gone(GovindexError):
+    """410: a kept pack none of whose items can be served again (deleted, revoked)."""
+
+
 class TooLarge(GovindexError):
     """413: the body is larger than the route takes."""
 
@@ -70,6 +78,8 @@ _BY_STATUS: dict[int, type[GovindexError]] = {
     401: Unauthorized,
     403: Forbidden,
     404: NotFound,
+    409: Conflict,
+    410: Gone,
     413: TooLarge,
     503: Unavailable,
 }

@@ -10,11 +10,47 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
-from govindex.adapters.postgres.tx import PostgresAdapter
+from psycopg import AsyncConnection
+
+from govindex.adapters.postgres.tx import Params, PostgresAdapter
 from govindex.core.ports import Invalidated
 
 CHUNK_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+_REGISTER = (
+    "INSERT INTO derived_artifacts (tenant_id, kind, artifact_id, location, text, "
+    " built_from_docs, built_from_chunks) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+    "ON CONFLICT (tenant_id, kind, artifact_id) DO UPDATE SET "
+    " location = EXCLUDED.location, text = EXCLUDED.text, "
+    " built_from_docs = EXCLUDED.built_from_docs, "
+    " built_from_chunks = EXCLUDED.built_from_chunks, status = 'valid', "
+    " reason = NULL, invalidated_at = NULL, registered_at = now()"
+)
+
+
+def registration(
+    kind: str,
+    artifact_id: str,
+    built_from: Sequence[str],
+    location: str,
+    *,
+    tenant_id: str,
+    text: str | None = None,
+) -> Params:
+    """The parameters of one artifact's registration: document keys and chunk ids apart."""
+    chunks = [ref for ref in built_from if CHUNK_ID.match(ref)]
+    docs = [ref for ref in built_from if not CHUNK_ID.match(ref)]
+    return (tenant_id, kind, artifact_id, location, text, docs, chunks)
+
+
+async def register_in(conn: AsyncConnection[Any], registrations: Sequence[Params]) -> None:
+    """Register artifacts in the caller's transaction (a stored pack, with its audit row)."""
+    if registrations:
+        async with conn.cursor() as cur:
+            await cur.executemany(_REGISTER, registrations)
 
 
 class PostgresLineage(PostgresAdapter):
@@ -31,18 +67,10 @@ class PostgresLineage(PostgresAdapter):
         text: str | None = None,
     ) -> None:
         """Record (or re-record) an artifact and everything it was built from. Idempotent."""
-        chunks = [ref for ref in built_from if CHUNK_ID.match(ref)]
-        docs = [ref for ref in built_from if not CHUNK_ID.match(ref)]
-        await self._execute(
-            "INSERT INTO derived_artifacts (tenant_id, kind, artifact_id, location, text, "
-            " built_from_docs, built_from_chunks) VALUES (%s, %s, %s, %s, %s, %s, %s) "
-            "ON CONFLICT (tenant_id, kind, artifact_id) DO UPDATE SET "
-            " location = EXCLUDED.location, text = EXCLUDED.text, "
-            " built_from_docs = EXCLUDED.built_from_docs, "
-            " built_from_chunks = EXCLUDED.built_from_chunks, status = 'valid', "
-            " reason = NULL, invalidated_at = NULL, registered_at = now()",
-            (tenant_id, kind, artifact_id, location, text, docs, chunks),
+        params = registration(
+            kind, artifact_id, built_from, location, tenant_id=tenant_id, text=text
         )
+        await self._execute(_REGISTER, params)
 
     async def invalidate(
         self,

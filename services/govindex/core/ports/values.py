@@ -202,8 +202,15 @@ class Invalidated:
 
 # --- the read audit ---------------------------------------------------------------------
 
-AuditEndpoint = Literal["search", "pack", "chunk", "verify", "lineage"]
-AUDIT_ENDPOINTS: tuple[AuditEndpoint, ...] = ("search", "pack", "chunk", "verify", "lineage")
+AuditEndpoint = Literal["search", "pack", "chunk", "verify", "lineage", "stored_pack"]
+AUDIT_ENDPOINTS: tuple[AuditEndpoint, ...] = (
+    "search",
+    "pack",
+    "chunk",
+    "verify",
+    "lineage",
+    "stored_pack",
+)
 AUDIT_LIST_MAX = 1000  # the most rows one listing returns
 
 
@@ -257,3 +264,43 @@ class AuditRow:
     request_hash: str
     chunk_ids: tuple[str, ...]
     pack_hash: str | None
+
+
+@dataclass(frozen=True)
+class StoredPackRow:
+    """A kept pack without its items' text: `shell` is the pack's JSON with `items` empty
+    and `keys` its items' citation keys in order; each item's text is a lineage artifact
+    (`pack_artifact_id`), so a deletion or a purge removes it."""
+
+    pack_id: str
+    tenant_id: str
+    credential_name: str
+    idempotency_key: str | None
+    request_hash: str
+    pack_hash: str
+    built_at: datetime
+    expires_at: datetime
+    shell: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class KeptItem:
+    """One item of a kept pack: its JSON (text included) and what it copies."""
+
+    key: str
+    text: str
+    built_from: tuple[str, ...]  # the document key and every chunk id the item holds
+
+
+@dataclass(frozen=True)
+class StoredItem:
+    """An item of a kept pack as read back: its JSON, or why its text is gone."""
+
+    key: str
+    text: str | None
+    reason: str | None
+
+
+def pack_artifact_id(pack_id: str, key: str) -> str:
+    """The lineage id of one item of a kept pack."""
+    return f"{pack_id}:{key}"
