@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck check schemas bench bench-purge bench-emission bench-throughput eval-readpath clean up docs
+.PHONY: demo test lint typecheck check schemas bench bench-purge bench-emission bench-throughput eval-readpath eval-packs clean up docs
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,10 @@ bench-emission: $(STAMP)
 
 eval-readpath: $(STAMP)
 	$(BIN)/python bench/eval_readpath.py
+
+# Pack quality on a labelled incident-investigation corpus (docs/benchmarks/packs.md).
+eval-packs: $(STAMP)
+	$(BIN)/python bench/eval_packs.py
 
 schemas: $(STAMP)
 	$(BIN)/govindex schemas --write
