@@ -256,7 +256,7 @@ async def conflict_flags(service: Any, items: list[dict[str, Any]]) -> tuple[int
                 }
             )
         )
-        if any(f.kind == "relation_conflict" for i in pack.items for f in i.flags):
+        if any(f.kind == "relation" for i in pack.items for f in i.flags):
             flagged += 1
     return flagged, len(items)
 

@@ -27,6 +27,7 @@ from reader.models import (
     Registered,
     SearchRequest,
     SearchResponse,
+    StoredPack,
     VerifyRequest,
     VerifyResponse,
     WirePrincipal,
@@ -52,6 +53,7 @@ _ERRORS = {
     403: "A tenant, principal, scope or purpose beyond what the credential proves: named.",
     404: "No such thing for this subject (refused and unknown look the same).",
     409: "The request cannot be done in the current state: the reason says why.",
+    410: "A kept pack none of whose items can be served again: the reason says why.",
     413: "The body is larger than this route takes.",
     503: "A server the answer needs is unreachable (fail closed): try again shortly.",
 }
@@ -194,6 +196,7 @@ _TYPES: dict[str, tuple[Any, Mode]] = {
     "VerifyRequest": (VerifyRequest, "validation"),
     "VerifyResponse": (VerifyResponse, "serialization"),
     "ChunkView": (ChunkView, "serialization"),
+    "StoredPack": (StoredPack, "serialization"),
     "DerivedArtifact": (DerivedArtifact, "validation"),
     "Registered": (Registered, "serialization"),
     "Readiness": (Readiness, "serialization"),
@@ -223,7 +226,9 @@ def _post(
     }
 
 
-def _chunk(s: Components) -> dict[str, Any]:
+def _subject_query(s: Components, *, as_of: bool) -> list[dict[str, Any]]:
+    """The query parameters a GET names its tenant, subject and purpose with."""
+
     def query(name: str, key: str, required: bool, description: str) -> dict[str, Any]:
         return {
             "name": name,
@@ -233,42 +238,69 @@ def _chunk(s: Components) -> dict[str, Any]:
             "schema": s.of(key),
         }
 
+    def repeated(name: str, what: str) -> dict[str, Any]:
+        described = f"Repeatable; default: the credential's own {what}."
+        return {**query(name, "Principals", False, described), "style": "form", "explode": True}
+
+    found = [
+        query("tenant", "Slug", True, "The tenant read."),
+        repeated("principal", "principals"),
+        repeated("scope", "scopes"),
+        query("purpose", "Slug", True, "Why it is read."),
+    ]
+    if as_of:
+        found.append(query("as_of", "AsOf", False, "An ISO time with a zone; default: now."))
+    return found
+
+
+def _get(
+    s: Components, operation: str, summary: str, key: str, answered: str, codes: Iterable[int]
+) -> dict[str, Any]:
+    """A GET of one thing by its id in the path, named with `_subject_query`'s parameters."""
     return {
         "get": {
-            "operationId": "chunk",
-            "summary": "Open one anchor, through the same gates as a search",
+            "operationId": operation,
+            "summary": summary,
             "parameters": [
-                {"name": "chunk_id", "in": "path", "required": True, "schema": s.of("Id")},
-                query("tenant", "Slug", True, "The tenant read."),
-                {
-                    **query(
-                        "principal",
-                        "Principals",
-                        False,
-                        "Repeatable; default: the credential's own principals.",
-                    ),
-                    "style": "form",
-                    "explode": True,
-                },
-                {
-                    **query(
-                        "scope",
-                        "Principals",
-                        False,
-                        "Repeatable; default: the credential's own scopes.",
-                    ),
-                    "style": "form",
-                    "explode": True,
-                },
-                query("purpose", "Slug", True, "Why it is read."),
-                query("as_of", "AsOf", False, "An ISO time with a zone; default: now."),
+                {"name": key, "in": "path", "required": True, "schema": s.of("Id")},
+                *_subject_query(s, as_of=operation == "chunk"),
             ],
             "responses": {
-                "200": answer("The anchor", s.of("ChunkView", "serialization")),
-                **refusals((400, 401, 403, 404, 503), s.of("ApiError", "serialization")),
+                "200": answer(summary, s.of(answered, "serialization")),
+                **refusals(codes, s.of("ApiError", "serialization")),
             },
         }
     }
+
+
+def _chunk(s: Components) -> dict[str, Any]:
+    summary = "Open one anchor, through the same gates as a search"
+    return _get(s, "chunk", summary, "chunk_id", "ChunkView", (400, 401, 403, 404, 503))
+
+
+def _packs(s: Components) -> dict[str, Any]:
+    """POST /v1/packs, with the Idempotency-Key that keeps the pack."""
+    found = _post(s, "pack", "A context pack with its manifest", "PackRequest", "Pack")
+    operation = found["post"]
+    operation["parameters"] = [
+        {
+            "name": "Idempotency-Key",
+            "in": "header",
+            "required": False,
+            "description": "Keep the pack (GET /v1/packs/{pack_id}); a retry with the same key "
+            "and body gets the same pack without retrieving again (header "
+            "Idempotent-Replayed: true); the same key with another body is 409.",
+            "schema": {"type": "string", "minLength": 1, "maxLength": 128},
+        }
+    ]
+    operation["responses"].update(refusals((409, 410), s.of("ApiError", "serialization")))
+    return found
+
+
+def _stored_pack(s: Components) -> dict[str, Any]:
+    summary = "A kept pack, re-judged now: items no longer valid are withheld"
+    codes = (400, 401, 403, 404, 410, 503)
+    return _get(s, "stored_pack", summary, "pack_id", "StoredPack", codes)
 
 
 def _probe(s: Components, operation: str, summary: str, ready: bool) -> dict[str, Any]:
@@ -291,7 +323,8 @@ def _built() -> str:
     s = components(_TYPES)
     paths = {
         "/v1/search": _post(s, "search", "Fused, gated ranking", "SearchRequest", "SearchResponse"),
-        "/v1/packs": _post(s, "pack", "A context pack with its manifest", "PackRequest", "Pack"),
+        "/v1/packs": _packs(s),
+        "/v1/packs/{pack_id}": _stored_pack(s),
         "/v1/packs/verify": _post(
             s,
             "verify",

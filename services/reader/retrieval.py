@@ -22,7 +22,7 @@ from govindex.core.records import Chunk
 from reader import text as textual
 from reader.fusion import RRF_K, fuse
 from reader.gates import CONFIDENTIAL, Gate, refusal
-from reader.manifest import anchor_of
+from reader.manifest import anchor_of, described
 from reader.models import Highlight, Hit, SearchRequest, SearchResponse, TraceLine
 
 log = structlog.get_logger(__name__)
@@ -43,6 +43,11 @@ class Ranked:
     degraded: list[str]
     trace: list[TraceLine] = field(default_factory=list)
     refused: dict[str, int] = field(default_factory=dict)
+    # Candidates refused by a gate that may be told (time, deletion, integrity, trust), once
+    # each in the order found: what a pack's manifest lists as omissions.
+    omitted: list[tuple[str, Gate, str]] = field(default_factory=list)
+    # Admitted chunks that can support each required evidence type, best first.
+    evidence: dict[str, list[str]] = field(default_factory=dict)
 
 
 def filters_of(request: SearchRequest) -> ReadFilters:
@@ -66,12 +71,21 @@ def graph_seeds(request: SearchRequest) -> list[str]:
 
 
 async def rank(
-    request: SearchRequest, snap: ReadSnapshot, access: ReadAccess, index: CandidateIndex | None
+    request: SearchRequest,
+    snap: ReadSnapshot,
+    access: ReadAccess,
+    index: CandidateIndex | None,
+    *,
+    omissions: bool = False,
+    evidence: Sequence[str] = (),
 ) -> Ranked:
     """Every channel the request names (once each, in its order), gated, then fused.
 
     A bm25 channel that cannot answer is reported in `degraded`; Postgres failing fails the
-    read (fail closed: OpenSearch alone never answers). Each channel's time is observed."""
+    read (fail closed: OpenSearch alone never answers). Each channel's time is observed.
+    `omissions`: also look for the versions the time predicate drops (`outside_valid_time`),
+    so they can be reported as left out, with the reason, and never ranked. `evidence`: also
+    find, for each of these evidence types, admitted chunks that can support it."""
     filters = filters_of(request)
     paths: dict[str, tuple[str, ...]] = {}
     degraded: list[str] = []
@@ -87,12 +101,41 @@ async def rank(
             degraded.append(name)
         finally:
             observe_channel(name, time.perf_counter() - started, degraded=name in degraded)
-    facts = await snap.facts(sorted({c for ids in raw.values() for c in ids}))
+    outside: list[str] = []
+    if omissions and request.query.strip():
+        outside = await snap.outside_valid_time(access, filters, request.query, request.window)
+    wanted: dict[str, list[str]] = {}
+    if evidence:
+        wanted = await snap.with_evidence(access, filters, request.query, evidence, request.window)
+    extra = {c for ids in wanted.values() for c in ids}
+    found = {c for ids in raw.values() for c in ids}
+    facts = await snap.facts(sorted(found | set(outside) | extra))
     judged = verdicts(facts, access)
     ranked, trace = gate_channels(raw, facts, access, judged)
     fused = fuse(ranked, {c: f.chunk for c, f in facts.items()}, RRF_K)
-    refused = Counter[str](v[0] for v in judged.values() if v is not None)
-    return Ranked(access, fused, facts, paths, degraded, trace, dict(refused))
+    refused = Counter[str](v[0] for c, v in judged.items() if v is not None and c in found)
+    seen = [*[c for ids in raw.values() for c in ids], *outside, *sorted(extra - found)]
+    omitted = told_refusals(seen, judged)
+    for chunk_id, gate, reason in omitted:
+        if chunk_id not in found:  # found without the time predicate, or for its evidence
+            trace.append(
+                TraceLine(stage=gate, chunk_id=chunk_id, decision="refused", reason=reason)
+            )
+    supporting = {
+        kind: [c for c in ids if c in facts and judged[c] is None] for kind, ids in wanted.items()
+    }
+    return Ranked(access, fused, facts, paths, degraded, trace, dict(refused), omitted, supporting)
+
+
+def told_refusals(ids: Sequence[str], judged: Verdicts) -> list[tuple[str, Gate, str]]:
+    """Each refused candidate whose refusal may be told, once, in order; confidential
+    refusals (tenant, ACL, scope, purpose) never."""
+    told: dict[str, tuple[str, Gate, str]] = {}
+    for chunk_id in ids:
+        verdict = judged.get(chunk_id)
+        if verdict is not None and verdict[0] not in CONFIDENTIAL and chunk_id not in told:
+            told[chunk_id] = (chunk_id, verdict[0], verdict[1])
+    return list(told.values())
 
 
 async def _channel(
@@ -194,14 +237,15 @@ def top_chunks(request: SearchRequest, ranked: Ranked) -> list[Chunk]:
 def search_response(request: SearchRequest, ranked: Ranked) -> SearchResponse:
     hits = []
     for position, (chunk_id, score, channels) in enumerate(ranked.fused[: request.limit], 1):
-        c = ranked.facts[chunk_id].chunk
+        facts = ranked.facts[chunk_id]
+        c = facts.chunk
         hits.append(
             Hit(
+                **described(facts),
                 rank=position,
                 score=round(score, 8),
                 channels=channels,
                 anchor=anchor_of(c),
-                kind=c.kind,
                 text=c.text,
                 highlights=highlights_of(c, request.query),
                 graph_path=list(ranked.paths.get(chunk_id, ())),

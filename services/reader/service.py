@@ -28,6 +28,7 @@ from govindex.core.ports import (
     AuditEndpoint,
     AuditEntry,
     CandidateIndex,
+    ChunkFacts,
     ReadAccess,
     ReadAudit,
     ReadCache,
@@ -35,11 +36,12 @@ from govindex.core.ports import (
     ReadStore,
 )
 from govindex.core.records import Chunk
+from govindex.core.tokens import HEURISTIC, TokenEstimator
 from reader.access import manifest_access, request_access
 from reader.cache import AnswerCache, cache_key, doc_key
 from reader.credentials import Admitted, Proven
 from reader.gates import refusal
-from reader.manifest import judge_pin, overall, pack_hash, pins
+from reader.manifest import is_past, judge_pin, overall, pack_hash, pins
 from reader.models import (
     Manifest,
     Pack,
@@ -47,8 +49,9 @@ from reader.models import (
     SearchRequest,
     SearchResponse,
     VerifyResponse,
+    Versions,
 )
-from reader.packing import assemble
+from reader.packing import PACKER, assemble
 from reader.retrieval import Ranked, rank, search_response, top_chunks
 
 log = structlog.get_logger(__name__)
@@ -74,6 +77,8 @@ class ReadPorts:
     index: CandidateIndex | None
     cache: ReadCache | None
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    embedder: str | None = None  # the dense channel's model, name/version (packs name it)
+    tokens: TokenEstimator = HEURISTIC  # counts budgets, as ingest counted token_estimate
 
 
 class ReadService:
@@ -96,9 +101,18 @@ class ReadService:
 
     async def pack(self, request: PackRequest) -> Pack:
         async def build() -> tuple[Pack, list[Chunk], dict[str, int]]:
+            now = self.ports.clock()
             async with self.ports.store.snapshot() as snap:
-                ranked = await self._rank(request, snap)
-                pack, held = await assemble(request, ranked, snap)
+                kinds = [need.type for need in request.required_evidence]
+                ranked = await self._rank(request, snap, now, omissions=True, evidence=kinds)
+                pack, held = await assemble(
+                    request,
+                    ranked,
+                    snap,
+                    built_at=now,
+                    versions=self._versions(),
+                    tokens=self.ports.tokens,
+                )
                 observe_refusals(ranked.refused)  # dedup included
                 sequences = await snap.doc_sequences(sorted({doc_key(c) for c in held}))
             return pack, held, sequences
@@ -116,23 +130,37 @@ class ReadService:
             found = facts.get(pin.chunk_id)
             if found is not None and found.chunk.tenant_id != manifest.tenant:
                 found = None  # a pin naming another tenant's chunk learns nothing
-            verdicts.append(judge_pin(pin, key, found, access))
+            verdicts.append(judge_pin(pin, key, found, access, past=is_past(manifest)))
         return VerifyResponse(
             status=overall(verdicts, hash_ok), checked_at=self.ports.clock(), pins=verdicts
         )
 
-    async def chunk(self, chunk_id: str, access: ReadAccess) -> Chunk | None:
-        """The chunk if it passes every gate at access.as_of; None otherwise (whatever the
-        reason, so a refused id is indistinguishable from an unknown one)."""
+    async def chunk(self, chunk_id: str, access: ReadAccess) -> ChunkFacts | None:
+        """The chunk and its facts if it passes every gate at access.as_of; None otherwise
+        (whatever the reason, so a refused id is indistinguishable from an unknown one)."""
         async with self.ports.store.snapshot() as snap:
             facts = (await snap.facts([chunk_id])).get(chunk_id)
         if facts is None or refusal(facts, access) is not None:
             return None
-        return facts.chunk
+        return facts
 
-    async def _rank(self, request: SearchRequest, snap: ReadSnapshot) -> Ranked:
-        access = request_access(request, self.ports.clock())
-        return await rank(request, snap, access, self.ports.index)
+    async def _rank(
+        self,
+        request: SearchRequest,
+        snap: ReadSnapshot,
+        now: datetime | None = None,
+        *,
+        omissions: bool = False,
+        evidence: Sequence[str] = (),
+    ) -> Ranked:
+        access = request_access(request, now or self.ports.clock())
+        return await rank(
+            request, snap, access, self.ports.index, omissions=omissions, evidence=evidence
+        )
+
+    def _versions(self) -> Versions:
+        estimator = self.ports.tokens.label
+        return Versions(packer=PACKER, estimator=estimator, embedder=self.ports.embedder)
 
     async def _store(
         self,
@@ -170,6 +198,7 @@ class Trail:
     known_at: datetime | None = None
     chunk_ids: tuple[str, ...] = ()
     pack_hash: str | None = None
+    kept: bool = False  # its record was written with the pack it kept (one transaction)
 
     @classmethod
     def of(cls, endpoint: AuditEndpoint, proven: Proven) -> Trail:
@@ -223,7 +252,7 @@ class Trail:
 async def record(audit: ReadAudit | None, trail: Trail, status: int) -> bool:
     """Keep the trail's record with `status`; False, and logged, when it cannot be kept
     (PostgreSQL unavailable, or the row refused). `audit` None: nothing to keep."""
-    if audit is None:
+    if audit is None or trail.kept:
         return True
     try:
         await audit.record(trail.entry(status))

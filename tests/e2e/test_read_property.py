@@ -203,7 +203,7 @@ async def _oracle(rt: Runtime, tenant: str, pack: Pack, req: PackRequest) -> Non
     hashes = [a.content_hash for a in pinned]
     assert len(hashes) == len(set(hashes))  # rule 8
     keys = {i.key for i in pack.items}
-    assert {k for i in pack.items for f in i.flags for k in f.items} <= keys  # rule 8
+    assert {k for i in pack.items for f in i.flags for k in f.members} <= keys  # rule 8
     for item in pack.items:
         for flag in item.flags:  # only admitted evidence: rule 5's corollary for flags
             for chunk_id in flag.evidence:

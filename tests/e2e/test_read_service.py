@@ -17,6 +17,7 @@ from govindex.core.ports import DocumentKey
 from ingest.app import retire_source
 from reader.app import ReadServer, read_service
 from reader.client import ReadApiError, ReadClient, SyncReadClient
+from reader.flags import conflicts
 from reader.models import CHANNELS, Manifest, Pack, PackRequest, SearchRequest, Subject
 from reader.service import ReadPorts, ReadService, cache_key
 from tests.support.pipeline import Pipeline
@@ -445,7 +446,7 @@ async def test_never_6_a_cache_write_that_races_a_change_does_not_stay(
 # --- 7. verify never says valid for a changed pack ------------------------------------
 
 
-async def test_never_7_verify_detects_stale_deleted_revoked_changed_backdated_tampered(
+async def test_never_7_verify_detects_stale_deleted_revoked_changed_corrected_tampered(
     pipeline: Pipeline, api: str
 ) -> None:
     p = pipeline
@@ -461,23 +462,30 @@ async def test_never_7_verify_detects_stale_deleted_revoked_changed_backdated_ta
         pack = await client.pack(PackRequest.model_validate(body))
         assert pack.items
         again = await client.pack(PackRequest.model_validate(body))
-        assert again.manifest.pack_hash == pack.manifest.pack_hash  # same request, same state
+        # Same request, same state: the same pins; each build is a pack of its own.
+        assert again.manifest.items == pack.manifest.items
+        assert again.manifest.pack_id != pack.manifest.pack_id
         assert (await client.verify(pack.manifest)).status == "valid"
+        now_body = _request(p, "orders-db promote replica")  # as of now: as_of = built_at
+        of_now = await client.pack(PackRequest.model_validate(now_body))
+        assert of_now.items and (await client.verify(of_now.manifest)).status == "valid"
 
         forged = pack.manifest.model_copy(update={"purpose": "marketing"})
         assert (await client.verify(forged)).status == "tampered"
 
-        # superseded since, effective after as_of -> stale
+        # superseded since, effective after the past as_of: the past pack still holds the
+        # version valid then (valid); the pack of now goes stale
         await p.wait_processed(
             p.publish(p.change("runbooks/orders-db.md", 2, RUNBOOK + "\nNew.\n"))
         )
-        verdict = await client.verify(pack.manifest)
+        assert (await client.verify(pack.manifest)).status == "valid"
+        verdict = await client.verify(of_now.manifest)
         assert verdict.status == "stale"
         assert {v.reason for v in verdict.pins if v.status == "stale"} == {
             "superseded by a newer version"
         }
 
-        # a version backdated before as_of moves validity away -> invalid
+        # a correction backdated before as_of moves validity away -> stale
         await p.wait_processed(
             p.publish(
                 p.change(
@@ -489,8 +497,8 @@ async def test_never_7_verify_detects_stale_deleted_revoked_changed_backdated_ta
             )
         )
         backdated = await client.verify(pack.manifest)
-        assert backdated.status == "invalid"
-        assert any("validity" in (v.reason or "") for v in backdated.pins)
+        assert backdated.status == "stale"
+        assert any("no longer valid at as_of" in (v.reason or "") for v in backdated.pins)
 
     # revoked: a pack over the other doc, then its ACL loses group:eng
     other_body = _request(p, "replica notes", as_of=as_of.isoformat(), channels=["fulltext"])
@@ -562,8 +570,10 @@ async def test_never_8_budget_dedup_and_citations(pipeline: Pipeline) -> None:
         hashes += [h.anchor.content_hash for i in pack.items for h in i.hydrated]
         assert len(hashes) == len(set(hashes))
         keys = {i.key for i in pack.items}
-        cited = {k for i in pack.items for f in i.flags for k in f.items}
+        cited = {k for i in pack.items for f in i.flags for k in f.members}
         assert cited <= keys
+        for flag in conflicts(pack.items):  # each flag on its members, on nothing else
+            assert [i.key for i in pack.items if flag in i.flags] == flag.members
         assert {m.key for m in pack.manifest.items} == keys
         for item in pack.items:
             assert item.text[:0] == "" and item.tokens >= 1
@@ -578,8 +588,11 @@ async def test_never_8_budget_dedup_and_citations(pipeline: Pipeline) -> None:
     assert not {"a.md", "b.md"} <= set(docs)  # one content hash, one item
     copy = next(i for i in full.items if i.anchor.doc_id in ("a.md", "b.md"))
     assert {c.doc_id for c in copy.corroboration} == {"a.md", "b.md"} - {copy.anchor.doc_id}
-    flagged = [i for i in full.items if any(f.kind == "possible_contradiction" for f in i.flags)]
-    assert {i.anchor.doc_id for i in flagged} == {"c.md", "d.md"}
+    flagged = [i for i in full.items if any(f.kind == "numeric_or_negation" for f in i.flags)]
+    assert {i.anchor.doc_id for i in flagged} == {"c.md", "d.md"}  # one source, one trust
+    (contradiction,) = [f for f in conflicts(full.items) if f.kind == "numeric_or_negation"]
+    assert contradiction.members == [i.key for i in flagged]
+    assert contradiction.evidence == [i.anchor.chunk_id for i in flagged]
     cjk_item = next(i for i in full.items if i.anchor.doc_id == "e.md")
     assert cjk_item.tokens >= len(cjk_item.text) // 2  # not chars/4
 
@@ -695,7 +708,7 @@ async def test_client_opens_an_anchor_and_manifest_round_trips(
     )
 
 
-async def test_flags_superseded_by_and_relation_conflict_with_admitted_evidence(
+async def test_flags_superseded_and_relation_on_their_members_with_admitted_evidence(
     pipeline: Pipeline,
 ) -> None:
     p = pipeline
@@ -715,16 +728,26 @@ async def test_flags_superseded_by_and_relation_conflict_with_admitted_evidence(
     pack = await read_service(p.rt).pack(
         PackRequest.model_validate(_request(p, "ledger recovery replay batch"))
     )
-    by_doc = {i.anchor.doc_id: i for i in pack.items}
-    assert {"runbooks/ledger-old.md", "runbooks/ledger-new.md"} <= set(by_doc)
-    superseded = [f for f in by_doc["runbooks/ledger-old.md"].flags if f.kind == "superseded_by"]
-    assert superseded and superseded[0].items == [by_doc["runbooks/ledger-new.md"].key]
-    conflicts = [f for i in pack.items for f in i.flags if f.kind == "relation_conflict"]
-    assert conflicts
-    assert "team-a" in conflicts[0].detail and "team-b" in conflicts[0].detail
+    ledger = {"runbooks/ledger-old.md", "runbooks/ledger-new.md"}
+    assert ledger <= {i.anchor.doc_id for i in pack.items}
+    doc_of = {i.key: i.anchor.doc_id for i in pack.items}
+    listed = conflicts(pack.items)
+    for flag in listed:  # each flag on its members, on nothing else
+        assert [i.key for i in pack.items if flag in i.flags] == flag.members
+    (superseded,) = [f for f in listed if f.kind == "superseded"]
+    assert superseded.members == [i.key for i in pack.items if i.anchor.doc_id in ledger]
+    newer = [k for k in superseded.members if doc_of[k] == "runbooks/ledger-new.md"]
+    assert superseded.hint.startswith(f"prefer {', '.join(newer)}: it supersedes ")
+    relations = [f for f in listed if f.kind == "relation"]
+    assert relations
+    assert "team-a" in relations[0].detail and "team-b" in relations[0].detail
+    assert {doc_of[k] for k in relations[0].members} == ledger  # the two owner records only
+    assert relations[0].hint.endswith(
+        "prefer the record valid at as_of, then the higher trust level"
+    )
     assert "team-secret" not in pack.model_dump_json()  # its evidence is not admitted
     hr_chunks = await _restricted_ids(p)
-    assert not {e for f in conflicts for e in f.evidence} & hr_chunks
+    assert not {e for f in relations for e in f.evidence} & hr_chunks
 
 
 async def test_reembed_restores_vectors_from_stored_text(pipeline: Pipeline) -> None:

@@ -8,14 +8,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from govindex.core.hashing import sha256_hex
-from govindex.core.ports import ChunkFacts, EdgeFact
+from govindex.core.ports import ChunkFacts
 from govindex.core.records import Chunk
 from reader.access import read_access
-from reader.flags import flag_contradictions, flag_relations
+from reader.flags import flag_contradictions
 from reader.manifest import anchor_of, judge_pin, pack_hash, pin_from_anchor, pins
-from reader.models import Hydration, PackRequest
-from reader.packing import hydrate, manifest_of, near_duplicate, select
+from reader.models import Hydration, PackRequest, Versions
+from reader.packing import manifest_of
 from reader.retrieval import Ranked
+from reader.selection import hydrate, near_duplicate, select
 from tests.support.builders import manifest, version_plan
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
@@ -156,10 +157,10 @@ def test_near_duplicates_fold_when_they_claim_the_same_and_are_flagged_when_not(
     ]
     assert chosen.contradictions == [(0, 1)]
     flagged = flag_contradictions(chosen.items, chosen.contradictions)
-    for item, other_key in zip(flagged, ("S2", "S1"), strict=True):
-        (flag,) = item.flags
-        assert flag.kind == "possible_contradiction" and other_key in flag.detail
-        assert flag.items == ["S1", "S2"] and flag.evidence == ["a", "c"]
+    assert flagged[0].flags == flagged[1].flags  # one conflict, on each of its members
+    (flag,) = flagged[0].flags
+    assert flag.kind == "numeric_or_negation"  # both items are equally trusted
+    assert flag.members == ["S1", "S2"] and flag.evidence == ["a", "c"]
     apart = select(request(dedup_threshold=0), ranked(a, reworded, other), {})
     assert len(apart.items) == 3 and apart.contradictions == []
 
@@ -238,55 +239,17 @@ def test_max_per_document_and_max_items_bound_the_pack() -> None:
     assert "e2" not in {t.chunk_id for t in capped.trace}  # never looked at
 
 
-# --- flags ----------------------------------------------------------------------------
-
-
-def test_superseded_by_and_relation_conflicts_name_the_items_involved() -> None:
-    old = chunk("old", "Replay the batch.\n", **doc("runbooks/old.md"))
-    new = chunk("new", "Replay the batch from the journal.\n", **doc("runbooks/new.md"))
-    items = select(request(), ranked(old, new), {}).items
-    by_key = {i.key: i.anchor.chunk_id for i in items}
-    assert by_key == {"S1": "old", "S2": "new"}
-    edges = [
-        EdgeFact(
-            "document:src/runbooks/new.md",
-            "SUPERSEDES",
-            "document:src/runbooks/old.md",
-            "acme/src/runbooks/new.md",
-            "new",
-        ),
-        EdgeFact(
-            "document:src/runbooks/old.md",
-            "GOVERNS",
-            "service:ledger",
-            "acme/src/runbooks/old.md",
-            "old",
-        ),
-        EdgeFact("service:ledger", "OWNED_BY", "team:a", "acme/src/runbooks/old.md", "old"),
-        EdgeFact("service:ledger", "OWNED_BY", "team:b", "acme/src/runbooks/new.md", "new"),
-    ]
-    flagged = {i.key: i.flags for i in flag_relations(items, edges)}
-    superseded = [f for f in flagged["S1"] if f.kind == "superseded_by"]
-    assert [(f.items, f.evidence) for f in superseded] == [(["S2"], ["new"])]
-    assert not [f for f in flagged["S2"] if f.kind == "superseded_by"]
-    for key in ("S1", "S2"):
-        (conflict,) = [f for f in flagged[key] if f.kind == "relation_conflict"]
-        assert conflict.detail == "service:ledger OWNED_BY team:a, team:b at as_of"
-        assert conflict.items == ["S1", "S2"] and conflict.evidence == ["new", "old"]
-    one_owner = [e for e in edges if e.object != "team:b"]
-    assert not [
-        f for i in flag_relations(items, one_owner) for f in i.flags if f.kind != "superseded_by"
-    ]
-    assert flag_relations([], edges) == []
-
-
 # --- the manifest ---------------------------------------------------------------------
 
 
 def test_the_manifest_pins_every_item_and_its_context_and_verifies_as_built() -> None:
     pack_request = request(hydration={"neighbours": 1, "parent": True})
     items = select(pack_request, ranked(S2, chunk("z", "Elsewhere.\n", **doc("z.md"))), DOCUMENT)
-    built = manifest_of(pack_request, ACCESS, items.items, 7)
+    built_at = datetime(2025, 6, 1, tzinfo=UTC)
+    versions = Versions(packer="govindex-packer/2", estimator="heuristic/1", embedder=None)
+    built = manifest_of(pack_request, ACCESS, items.items, 7, built_at=built_at, versions=versions)
+    assert (built.schema_version, built.built_at, built.versions) == (2, built_at, versions)
+    assert built.pack_id and built.omissions == [] and built.conflicts == []
     assert [(m.key, m.chunk_id) for m in built.items] == [("S1", "s2"), ("S2", "z")]
     first = built.items[0]
     assert (

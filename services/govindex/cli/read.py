@@ -27,7 +27,9 @@ from govindex.cli.common import (
     when,
     with_runtime,
 )
+from govindex.runtime.composition import Runtime
 from reader.app import read_service
+from reader.keeping import KeptGone, PackKeeper
 from reader.models import (
     CHANNELS,
     Budget,
@@ -37,6 +39,7 @@ from reader.models import (
     PackRequest,
     SearchRequest,
     SearchResponse,
+    StoredPack,
 )
 
 Tenant = Annotated[str, typer.Option(help="The caller's tenant.")]
@@ -164,6 +167,15 @@ def pack_command(
     max_items: Annotated[int, typer.Option(min=1, max=200, help="At most this many items.")] = 20,
     max_per_document: Annotated[int, typer.Option(min=1, help="Items per document.")] = 3,
     neighbours: Annotated[int, typer.Option(min=0, max=2, help="Neighbours each side.")] = 1,
+    required_evidence: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--required-evidence",
+            metavar="TYPE[:MIN]",
+            help="Evidence the pack must hold, selected first (repeat), e.g. "
+            "deployment_record or timeline_entry:3; the manifest says what is missing.",
+        ),
+    ] = None,
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Write the pack JSON here (default: stdout).")
     ] = None,
@@ -174,7 +186,9 @@ def pack_command(
 
     Prints (or writes with --out) the pack as JSON: items with citation keys and anchors,
     hydrated context, corroborating copies, conflict flags, and a manifest with a
-    pack_hash that `govindex verify-pack` re-checks later.
+    pack_hash that `govindex verify-pack` re-checks later. With --required-evidence, those
+    types are selected first; exit 2 when some of them are missing (the manifest's
+    missing_evidence says which and why).
 
         govindex pack "orders-db failover" --tenant acme --principal group:sre \\
             --purpose support --max-tokens 2000 -o pack.json
@@ -194,6 +208,7 @@ def pack_command(
             max_tokens=max_tokens, max_items=max_items, max_per_document=max_per_document
         ),
         hydration=Hydration(neighbours=neighbours),
+        required_evidence=[_required(r) for r in required_evidence or []],
         cache="bypass",
     )
     pack = with_runtime(settings, lambda rt: read_service(rt).pack(request))
@@ -207,10 +222,76 @@ def pack_command(
             f"pack_hash {pack.manifest.pack_hash[:16]} -> {out}",
             soft_wrap=True,
         )
-    return 0
+    for gap in pack.manifest.missing_evidence:
+        console.print(
+            f"missing evidence: {gap.type}: {gap.found} of {gap.min} ({gap.why})", soft_wrap=True
+        )
+    return 0 if pack.manifest.status == "complete" else 2
+
+
+def _required(given: str) -> dict[str, object]:
+    """`TYPE` or `TYPE:MIN` of --required-evidence (the request model checks both)."""
+    kind, _, minimum = given.partition(":")
+    if minimum and not (minimum.isascii() and minimum.isdigit() and len(minimum) <= 3):
+        raise Failure(f"--required-evidence {given!r}: MIN is a number, e.g. timeline_entry:3")
+    return {"type": kind, "min": int(minimum) if minimum else 1}
 
 
 EXIT = {"valid": 0, "invalid": 1, "tampered": 1, "stale": 2}
+
+packs_app = typer.Typer(
+    help="Packs kept under an Idempotency-Key (POST /v1/packs), as GET /v1/packs/{id} serves them.",
+    no_args_is_help=True,
+)
+
+
+@packs_app.command("show")
+def packs_show_command(
+    pack_id: Annotated[str, typer.Argument(metavar="ID", help="The pack_id of a kept pack.")],
+    tenant: Tenant,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the whole answer.")] = False,
+    state_dir: StateDir = DEFAULT_DIR,
+    log_level: LogLevel = "WARNING",
+) -> int:
+    """Show a kept pack re-judged now, for the subject it was built for.
+
+    Lists the items still served and those withheld (deleted, revoked, purged) with the
+    reason, never their text unless --json is given (which prints the served items whole).
+    Exit 0 when every item is served, 2 when some are withheld or stale, 1 when the pack is
+    unknown, expired, or nothing of it can be served.
+
+        govindex packs show 3f6c0d9e8b7a4c21a0e5d4b3c2f1e0d9 --tenant acme
+    """
+    settings = setup(state_dir, log_level)
+
+    async def show(rt: Runtime) -> StoredPack | None:
+        service = read_service(rt)
+        keeper = PackKeeper(
+            service, rt.packs, settings.topics.receipts, settings.pack_retention_days
+        )
+        return await keeper.stored(tenant, pack_id, None)
+
+    try:
+        found = with_runtime(settings, show)
+    except KeptGone as exc:
+        raise Failure(f"pack {pack_id}: {exc}") from None
+    if found is None:
+        raise Failure(f"no kept pack {pack_id} in tenant {tenant} (unknown or expired)")
+    if json_out:
+        sys.stdout.write(found.model_dump_json(indent=2) + "\n")
+    else:
+        manifest = found.pack.manifest
+        console.print(
+            f"{found.status}: pack {pack_id}, built {manifest.built_at}, as_of {manifest.as_of}, "
+            f"expires {found.expires_at}",
+            soft_wrap=True,
+        )
+        for item in found.pack.items:
+            a = item.anchor
+            console.print(f"  {item.key} {a.source_id}/{a.doc_id} {a.locator}", soft_wrap=True)
+        for gone in found.withheld:
+            console.print(f"  {gone.key} {gone.chunk_id}: withheld ({gone.reason})", soft_wrap=True)
+    return 0 if found.status == "valid" else 2
 
 
 def verify_pack_command(

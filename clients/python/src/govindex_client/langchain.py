@@ -26,7 +26,7 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import Field, PrivateAttr
 
 from govindex_client.client import AsyncGovindexClient, GovindexClient
-from govindex_client.models import Hit, Manifest, Pack, PackItem, VerifyResponse
+from govindex_client.models import Hit, Manifest, Pack, PackItem, VerifyResponse, about
 
 
 def hit_document(hit: Hit) -> Document:
@@ -41,13 +41,14 @@ def hit_document(hit: Hit) -> Document:
             "rank": hit.rank,
             "kind": hit.kind,
             "graph_path": list(hit.graph_path),
+            **about(hit),
         },
     )
 
 
-def item_document(item: PackItem, pack_hash: str) -> Document:
+def item_document(item: PackItem, pack_hash: str, pack_id: str | None = None) -> Document:
     """A pack item as a Document: as a hit, plus its citation key, tokens, hydrated parent
-    and neighbours, flags and the hash of the manifest that pins it."""
+    and neighbours, flags and the id and hash of the manifest that pins it."""
     return Document(
         id=item.anchor.chunk_id,
         page_content=item.text,
@@ -62,6 +63,8 @@ def item_document(item: PackItem, pack_hash: str) -> Document:
             "hydrated": [h.model_dump(mode="json") for h in item.hydrated],
             "flags": [f.model_dump(mode="json") for f in item.flags],
             "pack_hash": pack_hash,
+            "pack_id": pack_id,
+            **about(item),
         },
     )
 
@@ -122,7 +125,8 @@ class GovindexPackRetriever(_Governed):
 
     def _documents(self, pack: Pack) -> list[Document]:
         self._last = pack
-        return [item_document(i, pack.manifest.pack_hash) for i in pack.items]
+        manifest = pack.manifest
+        return [item_document(i, manifest.pack_hash, manifest.pack_id) for i in pack.items]
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun

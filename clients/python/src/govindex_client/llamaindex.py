@@ -27,10 +27,13 @@ from llama_index.core.schema import (
 )
 
 from govindex_client.client import AsyncGovindexClient, GovindexClient
-from govindex_client.models import Hit
+from govindex_client.models import Hit, about
 
-# What an LLM or an embedder is shown of a node's metadata besides its text: where it is.
-_SHOWN = frozenset({"locator", "heading_path"})
+# What an LLM or an embedder is shown of a node's metadata besides its text: where it is,
+# what it is called, and when it holds and how far it is trusted.
+_SHOWN = frozenset(
+    {"locator", "heading_path", "title", "valid_from", "valid_to", "trust_level", "source_url"}
+)
 
 
 def hit_node(hit: Hit) -> NodeWithScore:
@@ -41,6 +44,7 @@ def hit_node(hit: Hit) -> NodeWithScore:
         "channels": dict(hit.channels),
         "rank": hit.rank,
         "kind": hit.kind,
+        **about(hit),
     }
     hidden = [k for k in metadata if k not in _SHOWN]
     document = f"{anchor.tenant}/{anchor.source_id}/{anchor.doc_id}"

@@ -38,12 +38,14 @@ from govindex_client.client import AsyncGovindexClient
 from govindex_client.errors import GovindexError
 from govindex_client.models import (
     MAX_ENTITIES,
+    MAX_REQUIRED,
     ChunkView,
     Entity,
     Id,
     Manifest,
     Pack,
     Query,
+    RequiredEvidence,
     SearchResponse,
     VerifyResponse,
     WirePrincipal,
@@ -142,12 +144,29 @@ def build_server(config: McpConfig, client: AsyncGovindexClient | None = None) -
             int, Field(ge=1, le=200_000, description="token budget of the whole pack")
         ] = 4000,
         max_items: Annotated[int, Field(ge=1, le=200, description="at most this many items")] = 20,
+        required_evidence: Annotated[
+            list[RequiredEvidence],
+            Field(
+                max_length=MAX_REQUIRED,
+                description="evidence the pack must hold, selected first, e.g. "
+                '[{"type": "deployment_record"}, {"type": "timeline_entry", "min": 3}]; the '
+                "manifest's status and missing_evidence say what is missing",
+            ),
+        ] = [],  # noqa: B006 - a schema default, never mutated
     ) -> Pack:
         """Build a context pack: cited items (S1, S2, …) with their parent and neighbours,
-        within a token budget, and a manifest that pins every item. Keep the manifest to
-        verify the pack later with verify_pack."""
+        within a token budget, and a manifest that pins every item and says what was left
+        out and why. Keep the manifest to verify the pack later with verify_pack."""
         budget = {"max_tokens": max_tokens, "max_items": max_items}
-        return await _answer(reader.pack(query, entities=entities, as_of=as_of, budget=budget))
+        return await _answer(
+            reader.pack(
+                query,
+                entities=entities,
+                as_of=as_of,
+                budget=budget,
+                required_evidence=required_evidence,
+            )
+        )
 
     async def verify_pack(
         manifest: Annotated[

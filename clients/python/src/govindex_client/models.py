@@ -21,7 +21,15 @@ from pydantic import (
     model_validator,
 )
 
-from govindex_client._types import PLAIN_TEXT, SINGLE_LINE, SLUG, ChunkKind, Principal, Slug
+from govindex_client._types import (
+    EVIDENCE_TYPE,
+    PLAIN_TEXT,
+    SINGLE_LINE,
+    SLUG,
+    ChunkKind,
+    Principal,
+    Slug,
+)
 
 __all__ = [
     "CHANNELS",
@@ -31,10 +39,12 @@ __all__ = [
     "MAX_ITEMS",
     "MAX_LABELS",
     "MAX_NEIGHBOURS",
+    "MAX_OMISSIONS",
     "MAX_PINS",
     "MAX_PRINCIPALS",
     "MAX_QUERY",
     "MAX_RELATIONS",
+    "MAX_REQUIRED",
     "MAX_SOURCES",
     "Anchor",
     "ApiError",
@@ -43,10 +53,14 @@ __all__ = [
     "Channel",
     "ChunkView",
     "DerivedArtifact",
+    "Described",
+    "Diversity",
     "DocKey",
     "Entity",
+    "EvidenceType",
     "Filters",
     "Flag",
+    "FlagKind",
     "GraphSpec",
     "Highlight",
     "Hit",
@@ -56,6 +70,9 @@ __all__ = [
     "Label",
     "Manifest",
     "ManifestItem",
+    "MissingEvidence",
+    "Omission",
+    "OmissionStage",
     "Pack",
     "PackItem",
     "PackRequest",
@@ -65,14 +82,19 @@ __all__ = [
     "Readiness",
     "Registered",
     "Relation",
+    "RequiredEvidence",
     "SearchRequest",
     "SearchResponse",
+    "StoredPack",
     "Subject",
     "TraceLine",
     "Verdict",
     "VerifyRequest",
     "VerifyResponse",
+    "Versions",
     "WirePrincipal",
+    "Withheld",
+    "about",
 ]
 
 Channel = Literal["bm25", "fulltext", "structured", "graph", "dense"]
@@ -223,8 +245,52 @@ class SearchRequest(BaseModel):
         return self
 
 
+class Diversity(BaseModel):
+    """How varied a pack's items are, besides the budget: MMR against what is already
+    chosen, a minimum of distinct documents and sources, a cap per parent section."""
+
+    model_config = _WIRE
+
+    mmr_lambda: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="maximal marginal relevance: each next item maximises λ·relevance − "
+        "(1−λ)·its highest similarity to an item already chosen; 1 is rank order, null off",
+    )
+    min_documents: int = Field(
+        default=0, ge=0, le=MAX_ITEMS, description="items from at least this many documents"
+    )
+    min_sources: int = Field(
+        default=0, ge=0, le=MAX_SOURCES, description="items from at least this many sources"
+    )
+    max_per_parent: int | None = Field(
+        default=None, ge=1, le=200, description="at most this many items under one parent"
+    )
+
+
+EvidenceType = Annotated[str, Field(pattern=f"^{EVIDENCE_TYPE}$")]
+MAX_REQUIRED = 16
+
+
+class RequiredEvidence(BaseModel):
+    """Evidence a pack must hold: at least `min` items of this type, selected first."""
+
+    model_config = _WIRE
+
+    type: EvidenceType
+    min: int = Field(default=1, ge=1, le=20)
+
+
 class PackRequest(SearchRequest):
     hydration: Hydration = Field(default_factory=Hydration)
+    required_evidence: list[RequiredEvidence] = Field(
+        default_factory=list,
+        max_length=MAX_REQUIRED,
+        description="evidence the pack must hold, selected first within the budget; the "
+        "manifest says what is missing (status partial)",
+    )
+    diversity: Diversity = Field(default_factory=Diversity)
     dedup_threshold: int = Field(
         default=3, ge=0, le=16, description="SimHash Hamming distance for near-duplicates"
     )
@@ -260,14 +326,60 @@ class Highlight(BaseModel):
     term: str
 
 
-class Hit(BaseModel):
+class Described(BaseModel):
+    """What a chunk is, for whoever cites it: when it holds, when it was seen and recorded,
+    how far it is trusted, how it is classified, and where a person opens it."""
+
+    model_config = _WIRE
+
+    kind: str
+    title: str | None = Field(default=None, description="the document's title, if it has one")
+    valid_from: datetime = Field(description="valid time: from when the content holds")
+    valid_to: datetime | None = Field(description="valid time: until when (null: open)")
+    observed_at: datetime = Field(description="when the source last changed it (event time)")
+    recorded_at: datetime = Field(description="system time: when the index recorded it")
+    trust_level: Literal["authoritative", "reviewed", "untrusted"]
+    classification: Literal["public", "internal", "confidential", "restricted"]
+    labels: list[str] = Field(default_factory=list)
+    evidence: list[str] = Field(
+        default_factory=list,
+        description="the kinds of evidence the chunk can support (deployment_record, "
+        "root_cause, step, …): what required_evidence selects by",
+    )
+    source_url: str | None = Field(
+        default=None,
+        description="the file at its source_version with a line anchor, from the source "
+        "manifest's web_url template; null when the source has none",
+    )
+
+
+def about(described: Described) -> dict[str, Any]:
+    """What a chunk is (`Described`'s fields but `kind`), as JSON values: the metadata the
+    LangChain and LlamaIndex adapters attach, so a prompt can say "valid 07-01 to 08-15"."""
+    return described.model_dump(
+        mode="json",
+        include={
+            "title",
+            "valid_from",
+            "valid_to",
+            "observed_at",
+            "recorded_at",
+            "trust_level",
+            "classification",
+            "labels",
+            "evidence",
+            "source_url",
+        },
+    )
+
+
+class Hit(Described):
     model_config = _WIRE
 
     rank: int
     score: float
     channels: dict[str, int] = Field(description="this hit's rank in each channel that found it")
     anchor: Anchor
-    kind: str
     text: str
     highlights: list[Highlight]
     graph_path: list[str] = Field(default_factory=list)
@@ -297,18 +409,33 @@ class SearchResponse(BaseModel):
     trace: list[TraceLine] | None = None
 
 
+FlagKind = Literal["superseded", "relation", "numeric_or_negation", "authority"]
+
+
 class Flag(BaseModel):
-    """An annotation, never a removal: evidence lists only admitted chunks."""
+    """A conflict among items of the pack, on its members only; it annotates, never
+    removes. `superseded`: one member's document supersedes another's; `relation`: one
+    subject with two objects of a single-valued relation at as_of; `numeric_or_negation`:
+    near-duplicates whose numbers or negations differ; `authority`: such a contradiction
+    where a less trusted member contradicts a more trusted one."""
 
     model_config = _WIRE
 
-    kind: Literal["superseded_by", "relation_conflict", "possible_contradiction"]
-    detail: str
-    evidence: list[str] = Field(description="admitted chunk ids")
-    items: list[str] = Field(default_factory=list, description="keys of the items involved")
+    kind: FlagKind
+    detail: Annotated[str, Field(max_length=1024), SINGLE_LINE]
+    members: list[Id] = Field(
+        max_length=MAX_ITEMS, description="keys of the items in conflict: the flag is on each"
+    )
+    evidence: list[Id] = Field(
+        max_length=MAX_PINS, description="admitted chunk ids the conflict rests on"
+    )
+    hint: Annotated[str, Field(max_length=512), SINGLE_LINE] = Field(
+        description="how to resolve it, e.g. 'prefer the version valid at as_of, then the "
+        "higher trust level'"
+    )
 
 
-class Hydrated(BaseModel):
+class Hydrated(Described):
     model_config = _WIRE
 
     relation: Literal["parent", "previous", "next"]
@@ -317,7 +444,7 @@ class Hydrated(BaseModel):
     tokens: int
 
 
-class PackItem(BaseModel):
+class PackItem(Described):
     model_config = _WIRE
 
     key: str = Field(description="citation key, e.g. S1")
@@ -325,7 +452,6 @@ class PackItem(BaseModel):
     score: float
     channels: dict[str, int]
     anchor: Anchor
-    kind: str
     text: str
     tokens: int = Field(description="this item's tokens, hydration included")
     highlights: list[Highlight]
@@ -356,12 +482,71 @@ class ManifestItem(Pin):
     hydrated: list[Pin] = Field(max_length=MAX_HYDRATED)
 
 
+OmissionStage = Literal["time", "deletion", "integrity", "trust", "dedup", "budget"]
+MAX_OMISSIONS = 1000
+
+
+class Omission(BaseModel):
+    """A candidate the pack left out, and why: refused by a gate that may be told (time,
+    deletion, integrity, trust), folded into an item by dedup, or skipped by the budget. A
+    candidate refused for tenant, ACL, scope or purpose is never reported."""
+
+    model_config = _WIRE
+
+    chunk_id: Id
+    doc: DocKey = Field(description="tenant/source/doc")
+    version_id: Id
+    sequence: int = Field(ge=0, le=MAX_INT)
+    stage: OmissionStage
+    reason: Annotated[str, Field(max_length=512), SINGLE_LINE]
+    replacement: Pin | None = Field(
+        default=None,
+        description="time: the version of the same document valid at as_of, else the newer "
+        "one; dedup: the item's chunk it was folded into",
+    )
+
+
+class MissingEvidence(BaseModel):
+    """Required evidence the pack does not hold enough of, and why."""
+
+    model_config = _WIRE
+
+    type: EvidenceType
+    min: int = Field(ge=1, le=20)
+    found: int = Field(ge=0, le=20)
+    why: Literal["none_admissible", "over_budget"] = Field(
+        description="none_admissible: no more chunk of the type the subject may see at "
+        "as_of matched; over_budget: there were, but the budget could not hold them"
+    )
+
+
+class Versions(BaseModel):
+    """What built the pack, each as name/version."""
+
+    model_config = _WIRE
+
+    packer: Annotated[str, Field(max_length=128), SINGLE_LINE]
+    estimator: Annotated[str, Field(max_length=128), SINGLE_LINE] = Field(
+        description="the token estimator the budget was counted with"
+    )
+    embedder: Annotated[str, Field(max_length=256), SINGLE_LINE] | None = Field(
+        description="the dense channel's model; null when the dense channel is off"
+    )
+
+
 class Manifest(BaseModel):
     """A pack without its text: what it held, for whom, why and when; hashed."""
 
     model_config = _WIRE
 
-    schema_version: Literal[1] = 1
+    # 2 adds pack_id, built_at, versions, omissions and conflicts; a version 1 manifest still
+    # verifies (judged as of its as_of, having no build time).
+    schema_version: Literal[1, 2] = 2
+    pack_id: Id | None = Field(default=None, description="this pack's id (schema 2)")
+    built_at: AwareDatetime | None = Field(
+        default=None, description="when the pack was built; verification compares with it"
+    )
+    versions: Versions | None = None
     tenant: Slug
     subject: Subject
     purpose: Slug
@@ -375,6 +560,15 @@ class Manifest(BaseModel):
     items: list[ManifestItem] = Field(
         description=f"at most {MAX_ITEMS} items and {MAX_PINS} pins (items and hydrated) in all"
     )
+    omissions: list[Omission] = Field(default_factory=list, max_length=MAX_OMISSIONS)
+    conflicts: list[Flag] = Field(
+        default_factory=list, max_length=MAX_PINS, description="every item flag, once"
+    )
+    required_evidence: list[RequiredEvidence] = Field(default_factory=list, max_length=MAX_REQUIRED)
+    status: Literal["complete", "partial"] = Field(
+        default="complete", description="partial: some required evidence is missing"
+    )
+    missing_evidence: list[MissingEvidence] = Field(default_factory=list, max_length=MAX_REQUIRED)
     # Empty while the hash itself is being computed over the draft.
     pack_hash: Annotated[str, Field(max_length=128), SINGLE_LINE] = Field(
         description="sha256 of the canonical JSON of every other field"
@@ -418,6 +612,31 @@ class Pack(BaseModel):
     trace: list[TraceLine] | None = None
 
 
+class Withheld(BaseModel):
+    """An item of a kept pack not served again, and why: its text was purged, or a pin of
+    it is no longer valid for the caller."""
+
+    model_config = _WIRE
+
+    key: str
+    chunk_id: str
+    reason: str
+
+
+class StoredPack(BaseModel):
+    """GET /v1/packs/{id}: a kept pack, re-judged for the caller now. `pack.items` holds
+    the items still valid (or stale) for the caller, in their order; `withheld` the others,
+    never with their text. `status` is the items' verdict for the caller now."""
+
+    model_config = _WIRE
+
+    pack: Pack
+    withheld: list[Withheld] = Field(default_factory=list)
+    status: Literal["valid", "stale", "partial"]
+    checked_at: datetime
+    expires_at: datetime
+
+
 class VerifyRequest(BaseModel):
     model_config = _WIRE
 
@@ -441,13 +660,12 @@ class VerifyResponse(BaseModel):
     pins: list[PinVerdict]
 
 
-class ChunkView(BaseModel):
+class ChunkView(Described):
     """GET /v1/chunks/{id}: one anchor, opened through the same gates."""
 
     model_config = _WIRE
 
     anchor: Anchor
-    kind: str
     text: str
     as_of: datetime
 

@@ -11,13 +11,17 @@ from typing import Any, LiteralString
 
 from govindex.core.ports import ReadAccess, ReadFilters
 
-# Parameters are named, so one statement can use the predicate more than once.
-ADMISSIBLE: LiteralString = """
+# Parameters are named, so one statement can use the predicate more than once. The three
+# parts: who may see it (ACCESS), when it holds (VALID_AT), and whether it is still held
+# whole (HELD: system time, deletion, purge, trust).
+ACCESS: LiteralString = """
     c.tenant_id = %(tenant)s
     AND c.acl && %(principals)s::text[]
     AND c.required_scopes <@ %(scopes)s::text[]
-    AND %(purpose)s = ANY (c.allowed_purposes)
-    AND c.valid_from <= %(as_of)s AND (c.valid_to IS NULL OR c.valid_to > %(as_of)s)
+    AND %(purpose)s = ANY (c.allowed_purposes)"""
+VALID_AT: LiteralString = """
+    c.valid_from <= %(as_of)s AND (c.valid_to IS NULL OR c.valid_to > %(as_of)s)"""
+HELD: LiteralString = """
     AND (%(known_at)s::timestamptz IS NULL OR (c.recorded_at <= %(known_at)s
          AND (c.superseded_at IS NULL OR c.superseded_at > %(known_at)s)))
     AND EXISTS (SELECT 1 FROM sources s WHERE s.tenant_id = c.tenant_id
@@ -29,6 +33,11 @@ ADMISSIBLE: LiteralString = """
                 AND v.content_purged_at IS NULL)
     AND NOT (c.contains_instructions AND c.trust_level <> 'authoritative')
 """
+ADMISSIBLE: LiteralString = ACCESS + "\n    AND" + VALID_AT + HELD
+# What a subject may see and the index still holds, but not valid at as_of: the versions a
+# time predicate drops, found so a pack can say why they are left out (never content the
+# subject may not see: ACCESS holds).
+OUTSIDE_VALID_TIME: LiteralString = ACCESS + "\n    AND NOT (" + VALID_AT + ")" + HELD
 
 # The caller's narrowing (sources, kinds, labels, a path prefix); empty means any.
 FILTERED: LiteralString = """
@@ -39,6 +48,7 @@ FILTERED: LiteralString = """
 """
 
 WHERE_ADMISSIBLE: LiteralString = " WHERE " + ADMISSIBLE + FILTERED
+WHERE_OUTSIDE_VALID_TIME: LiteralString = " WHERE " + OUTSIDE_VALID_TIME + FILTERED
 
 
 def admission_params(access: ReadAccess, filters: ReadFilters, **extra: Any) -> dict[str, Any]:

@@ -19,8 +19,12 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from govindex.adapters.postgres.admission import (
+    ACCESS,
     ADMISSIBLE,
+    HELD,
+    VALID_AT,
     WHERE_ADMISSIBLE,
+    WHERE_OUTSIDE_VALID_TIME,
     admission_params,
 )
 from govindex.adapters.postgres.chunks import CHUNK_COLUMNS, insert_vectors
@@ -49,10 +53,21 @@ _FACTS: LiteralString = """
                 AND t.sequence > c.version_sequence) AS tombstoned,
         NOT EXISTS (SELECT 1 FROM document_versions v WHERE v.version_id = c.version_id
                 AND v.content_purged_at IS NULL) AS content_purged,
-        (c.superseded_at IS NOT NULL) AS superseded
+        (c.superseded_at IS NOT NULL) AS superseded,
+        (SELECT v.title FROM document_versions v WHERE v.version_id = c.version_id) AS title,
+        (SELECT s.manifest ->> 'web_url' FROM sources s WHERE s.tenant_id = c.tenant_id
+                AND s.source_id = c.source_id) AS web_url
     FROM chunks c
 """
-_FACT_FLAGS = ("source_enabled", "purge_tombstoned", "tombstoned", "content_purged", "superseded")
+_FACT_FLAGS = (
+    "source_enabled",
+    "purge_tombstoned",
+    "tombstoned",
+    "content_purged",
+    "superseded",
+    "title",
+    "web_url",
+)
 
 # Every chunk the seeds may be hydrated with: their parents, and `neighbours` steps along
 # their previous and next links. The walk does not stop at a chunk the gates would refuse
@@ -94,18 +109,90 @@ class PostgresReadSnapshot:
         self, access: ReadAccess, filters: ReadFilters, text: str, limit: int
     ) -> list[str]:
         """Postgres full text (`simple` configuration, OR of the query's words), ts_rank_cd."""
+        return await self._fulltext(WHERE_ADMISSIBLE, access, filters, text, limit)
+
+    async def outside_valid_time(
+        self, access: ReadAccess, filters: ReadFilters, text: str, limit: int
+    ) -> list[str]:
+        """The fulltext channel without its valid-time predicate, and only what it drops:
+        chunks the subject may see that match the query but are not valid at as_of."""
+        return await self._fulltext(WHERE_OUTSIDE_VALID_TIME, access, filters, text, limit)
+
+    async def _fulltext(
+        self,
+        where: LiteralString,
+        access: ReadAccess,
+        filters: ReadFilters,
+        text: str,
+        limit: int,
+    ) -> list[str]:
         words = [w for w in _words(text) if len(w) > 1][:32]
         if not words:
             return []
         query = " | ".join(f"'{w}'" for w in words)
         return await self._ids(
-            "SELECT c.chunk_id FROM chunks c"
-            + WHERE_ADMISSIBLE
-            + " AND c.tsv @@ to_tsquery('simple', "
+            "SELECT c.chunk_id FROM chunks c" + where + " AND c.tsv @@ to_tsquery('simple', "
             "%(q)s) ORDER BY ts_rank_cd(c.tsv, to_tsquery('simple', %(q)s)) DESC, c.chunk_id "
             "LIMIT %(limit)s",
             admission_params(access, filters, q=query, limit=limit),
         )
+
+    async def with_evidence(
+        self, access: ReadAccess, filters: ReadFilters, text: str, kinds: Sequence[str], limit: int
+    ) -> dict[str, list[str]]:
+        """For each evidence type, admissible chunks that can support it: those matching the
+        query's words first (ts_rank_cd), then the most recently recorded."""
+        words = [w for w in _words(text) if len(w) > 1][:32]
+        query = " | ".join(f"'{w}'" for w in words) if words else None
+        found: dict[str, list[str]] = {}
+        for kind in dict.fromkeys(kinds):
+            found[kind] = await self._ids(
+                "SELECT c.chunk_id FROM chunks c"
+                + WHERE_ADMISSIBLE
+                + " AND c.evidence @> ARRAY[%(kind)s]::text[] ORDER BY "
+                " (%(q)s::text IS NOT NULL AND c.tsv @@ to_tsquery('simple', coalesce(%(q)s, ''))) "
+                " DESC, ts_rank_cd(c.tsv, to_tsquery('simple', coalesce(%(q)s, ''))) DESC, "
+                " c.recorded_at DESC, c.chunk_id LIMIT %(limit)s",
+                admission_params(access, filters, kind=kind, q=query, limit=limit),
+            )
+        return found
+
+    async def replacements(
+        self, access: ReadAccess, left_out: Sequence[Chunk]
+    ) -> dict[str, ChunkFacts]:
+        """For each chunk left out for time (by chunk id): the chunk of another version of
+        its document the subject may see, the version valid at as_of first, else the newest
+        later one; at the same locator when that version has it. Nothing for a document with
+        no such version."""
+        if not left_out:
+            return {}
+        wanted = {
+            "ids": [c.chunk_id for c in left_out],
+            "sources": [c.source_id for c in left_out],
+            "docs": [c.doc_id for c in left_out],
+            "versions": [c.version_id for c in left_out],
+            "sequences": [c.version_sequence for c in left_out],
+            "locators": [c.locator for c in left_out],
+        }
+        cur = await self._conn.execute(
+            "SELECT w.id, r.chunk_id FROM unnest(%(ids)s::text[], %(sources)s::text[], "
+            " %(docs)s::text[], %(versions)s::text[], %(sequences)s::bigint[], "
+            " %(locators)s::text[]) AS w(id, source_id, doc_id, version_id, seq, locator) "
+            "CROSS JOIN LATERAL (SELECT c.chunk_id FROM chunks c WHERE c.source_id = "
+            " w.source_id AND c.doc_id = w.doc_id AND c.version_id <> w.version_id AND "
+            + ACCESS
+            + HELD
+            + " AND (("
+            + VALID_AT
+            + ") OR c.version_sequence > w.seq) ORDER BY ("
+            + VALID_AT
+            + ") DESC, c.version_sequence DESC, (c.locator = w.locator) DESC, c.ordinal "
+            " LIMIT 1) r",
+            admission_params(access, ReadFilters(), **wanted),
+        )
+        chosen = {str(row[0]): str(row[1]) for row in await cur.fetchall()}
+        found = await self.facts(sorted(set(chosen.values())))
+        return {left: found[c] for left, c in chosen.items() if c in found}
 
     async def structured(
         self, access: ReadAccess, filters: ReadFilters, keys: Sequence[str], limit: int

@@ -9,7 +9,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from govindex.core.ports.values import AuditEntry, AuditRow
+from govindex.core.ports.values import (
+    AuditEntry,
+    AuditRow,
+    KeptItem,
+    OutboxMessage,
+    StoredItem,
+    StoredPackRow,
+)
 from govindex.core.records import Chunk
 
 
@@ -49,6 +56,8 @@ class ChunkFacts:
     tombstoned: bool  # any tombstone newer than this version (history kept or not)
     content_purged: bool
     superseded: bool  # a newer version of the document exists (or it was deleted)
+    title: str | None = None  # the document version's title (gone once purged)
+    web_url: str | None = None  # the source manifest's link template (core.links)
 
 
 @dataclass(frozen=True)
@@ -80,6 +89,18 @@ class ReadSnapshot(Protocol):
     async def structured(
         self, access: ReadAccess, filters: ReadFilters, keys: Sequence[str], limit: int
     ) -> list[str]: ...
+
+    async def outside_valid_time(
+        self, access: ReadAccess, filters: ReadFilters, text: str, limit: int
+    ) -> list[str]: ...
+
+    async def with_evidence(
+        self, access: ReadAccess, filters: ReadFilters, text: str, kinds: Sequence[str], limit: int
+    ) -> dict[str, list[str]]: ...
+
+    async def replacements(
+        self, access: ReadAccess, left_out: Sequence[Chunk]
+    ) -> dict[str, ChunkFacts]: ...
 
     async def dense(
         self, access: ReadAccess, filters: ReadFilters, text: str, limit: int
@@ -189,4 +210,38 @@ class ReadAudit(Protocol):
     async def prune(self, older_than_days: int) -> int:
         """Delete entries recorded more than `older_than_days` days ago (at least 1); the
         number deleted."""
+        ...
+
+
+class PackStore(Protocol):
+    """Packs kept under an idempotency key: the row, its items in lineage, its audit record
+    and its `pack.built` event, written in one transaction."""
+
+    async def keyed(
+        self, tenant_id: str, credential_name: str, idempotency_key: str
+    ) -> StoredPackRow | None:
+        """The pack kept under this key for this credential and tenant, if any."""
+        ...
+
+    async def keep(
+        self,
+        row: StoredPackRow,
+        items: Sequence[KeptItem],
+        audit: AuditEntry,
+        event: OutboxMessage,
+    ) -> bool:
+        """Keep the pack, register its items in lineage, record its audit entry and queue
+        its event, all or nothing. False (nothing written) when another request kept a pack
+        under the same key first."""
+        ...
+
+    async def load(
+        self, tenant_id: str, pack_id: str
+    ) -> tuple[StoredPackRow, list[StoredItem]] | None:
+        """A kept pack and its items in order (their text None once purged); None when
+        there is no such pack for this tenant or it has expired."""
+        ...
+
+    async def expire(self) -> int:
+        """Delete kept packs past their expiry, and their items' text; how many."""
         ...
