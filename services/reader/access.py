@@ -12,9 +12,9 @@ from typing import TypeVar
 
 from govindex.core.ports import ReadAccess
 from reader.credentials import Admitted
-from reader.models import Manifest, SearchRequest, Subject
+from reader.models import Manifest, PackRequest, RelationsRequest, SearchRequest, Subject
 
-R = TypeVar("R", bound=SearchRequest)
+R = TypeVar("R", SearchRequest, PackRequest, RelationsRequest)
 
 
 def read_access(
@@ -90,4 +90,19 @@ def manifest_access(manifest: Manifest) -> ReadAccess:
         scopes=subject.scopes or (),
         purpose=manifest.purpose,
         as_of=manifest.as_of,
+    )
+
+
+def relations_access(request: RelationsRequest, now: datetime) -> ReadAccess:
+    """A relations request's access: like a search's (it names its subject, as admitted)."""
+    principals = request.subject.principals
+    if principals is None:
+        raise ValueError("a relations read run in process names its principals")
+    return read_access(
+        tenant=request.tenant,
+        principals=principals,
+        scopes=request.subject.scopes or (),
+        purpose=request.purpose,
+        as_of=request.as_of or now,
+        known_at=request.known_at,
     )

@@ -67,6 +67,7 @@ from reader.models import (
     DerivedArtifact,
     Pack,
     PackRequest,
+    RelationsRequest,
     SearchRequest,
     VerifyRequest,
 )
@@ -87,7 +88,7 @@ from reader.wire import (
 
 log = structlog.get_logger(__name__)
 M = TypeVar("M", bound=BaseModel)
-R = TypeVar("R", bound=SearchRequest)
+R = TypeVar("R", SearchRequest, PackRequest, RelationsRequest)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _PROVEN = web.RequestKey("proven", Proven)
@@ -355,6 +356,14 @@ class _Routes:
         trail.answered(found.pack)
         return json_answer(found)
 
+    async def relations(self, request: web.Request) -> web.Response:
+        body = await parse_body(request, RelationsRequest)
+        found = await self.service.relations(_as_admitted(request, body))
+        trail = request[TRAIL]
+        trail.chunk_ids = tuple(e.evidence.chunk_id for e in found.edges)
+        trail.as_of, trail.known_at = found.as_of, found.known_at
+        return json_answer(found)
+
     async def verify(self, request: web.Request) -> web.Response:
         manifest = (await parse_body(request, VerifyRequest, VERIFY_BODY_MAX)).manifest
         request[TRAIL].verifying(manifest)
@@ -434,6 +443,7 @@ def build_read_app(
     app.router.add_post("/v1/packs/verify", routes.verify, name="verify")
     app.router.add_get("/v1/packs/{pack_id}", routes.stored_pack, name="stored_pack")
     app.router.add_get("/v1/chunks/{chunk_id}", routes.chunk, name="chunk")
+    app.router.add_post("/v1/relations", routes.relations, name="relations")
     app.router.add_post("/v1/lineage", routes.register, name="lineage")
     add_probes(app, service.ports.store)
     add_contract(app, read_openapi, TITLE)

@@ -58,6 +58,9 @@ from govindex_client.models import (
     Readiness,
     Registered,
     Relation,
+    RelationEdge,
+    RelationsRequest,
+    RelationsResponse,
     RequiredEvidence,
     SearchRequest,
     SearchResponse,
@@ -84,6 +87,8 @@ READ_MODELS: dict[str, type[BaseModel]] = {
     "read.stored_pack.response": StoredPack,
     "read.error": ApiError,
     "read.lineage.request": DerivedArtifact,
+    "read.relations.request": RelationsRequest,
+    "read.relations.response": RelationsResponse,
 }
 
 __all__ = [
@@ -139,6 +144,9 @@ __all__ = [
     "Readiness",
     "Registered",
     "Relation",
+    "RelationEdge",
+    "RelationsRequest",
+    "RelationsResponse",
     "RequiredEvidence",
     "SearchRequest",
     "SearchResponse",

@@ -37,7 +37,7 @@ from govindex.core.ports import (
 )
 from govindex.core.records import Chunk
 from govindex.core.tokens import HEURISTIC, TokenEstimator
-from reader.access import manifest_access, request_access
+from reader.access import manifest_access, relations_access, request_access
 from reader.cache import AnswerCache, cache_key, doc_key
 from reader.credentials import Admitted, Proven
 from reader.gates import refusal
@@ -46,12 +46,15 @@ from reader.models import (
     Manifest,
     Pack,
     PackRequest,
+    RelationsRequest,
+    RelationsResponse,
     SearchRequest,
     SearchResponse,
     VerifyResponse,
     Versions,
 )
 from reader.packing import PACKER, assemble
+from reader.relations import asked, relations_response
 from reader.retrieval import Ranked, rank, search_response, top_chunks
 
 log = structlog.get_logger(__name__)
@@ -135,6 +138,17 @@ class ReadService:
             status=overall(verdicts, hash_ok), checked_at=self.ports.clock(), pins=verdicts
         )
 
+    async def relations(self, request: RelationsRequest) -> RelationsResponse:
+        """The entity's edges at as_of (and known_at), each as visible as its evidence."""
+        access = relations_access(request, self.ports.clock())
+        relation, outgoing, incoming = asked(request)
+        async with self.ports.store.snapshot() as snap:
+            rows = await snap.relations(
+                access, request.entity, relation, outgoing, incoming, request.limit
+            )
+            facts = await snap.facts(sorted({r.evidence_chunk_id for r in rows}))
+        return relations_response(request, access, rows, facts)
+
     async def chunk(self, chunk_id: str, access: ReadAccess) -> ChunkFacts | None:
         """The chunk and its facts if it passes every gate at access.as_of; None otherwise
         (whatever the reason, so a refused id is indistinguishable from an unknown one)."""
@@ -211,7 +225,7 @@ class Trail:
             scopes=tuple(sorted(proven.scopes or ())),
         )
 
-    def asked(self, request: SearchRequest) -> None:
+    def asked(self, request: SearchRequest | RelationsRequest) -> None:
         self.tenant, self.purpose = request.tenant, request.purpose
         self.as_of, self.known_at = request.as_of, request.known_at
 

@@ -55,7 +55,7 @@ HR_ONLY = f"""# Payroll failover
 
 The payroll batch key is {SECRET}; never share it. Restart the replica after failover.
 """
-TOOLS = {"search", "build_pack", "verify_pack", "open_chunk"}
+TOOLS = {"search", "build_pack", "verify_pack", "open_chunk", "relations"}
 WHO = {"tenant", "tenant_id", "subject", "principals", "principal", "scopes", "purpose"}
 
 
@@ -211,7 +211,7 @@ def _structured(result: CallToolResult) -> dict[str, Any]:
 
 
 async def _reads_as_configured(session: ClientSession) -> None:
-    """What both transports must show: the four tools, schemas without any field that says
+    """What both transports must show: the five tools, schemas without any field that says
     who reads, answers as group:eng, and a call that tries to name the subject refused."""
     await session.initialize()
     listed = (await session.list_tools()).tools
@@ -225,6 +225,7 @@ async def _reads_as_configured(session: ClientSession) -> None:
     assert by_name["search"].input_schema["required"] == ["query"]
     assert by_name["verify_pack"].input_schema["required"] == ["manifest"]
     assert by_name["open_chunk"].input_schema["required"] == ["chunk_id"]
+    assert by_name["relations"].input_schema["required"] == ["entity"]
 
     found = _structured(await session.call_tool("search", {"query": QUERY, "limit": 5}))
     assert {h["anchor"]["doc_id"] for h in found["hits"]} == {ENG_DOC}

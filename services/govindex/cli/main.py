@@ -89,6 +89,7 @@ COMMANDS: dict[str, Callable[..., int]] = {
     "query": read.query_command,
     "pack": read.pack_command,
     "verify-pack": read.verify_pack_command,
+    "relations": read.relations_command,
     "audit": audit.audit_command,
     "chunk": inspect.chunk_command,
     "reparse": index.reparse_command,

@@ -37,6 +37,7 @@ from reader.models import (
     Manifest,
     Pack,
     PackRequest,
+    RelationsRequest,
     SearchRequest,
     SearchResponse,
     StoredPack,
@@ -82,7 +83,7 @@ Channels = Annotated[
 ]
 
 
-R = TypeVar("R", SearchRequest, PackRequest)
+R = TypeVar("R", SearchRequest, PackRequest, RelationsRequest)
 
 
 def _request(model: type[R], **fields: object) -> R:
@@ -235,6 +236,68 @@ def _required(given: str) -> dict[str, object]:
     if minimum and not (minimum.isascii() and minimum.isdigit() and len(minimum) <= 3):
         raise Failure(f"--required-evidence {given!r}: MIN is a number, e.g. timeline_entry:3")
     return {"type": kind, "min": int(minimum) if minimum else 1}
+
+
+def relations_command(
+    entity: Annotated[
+        str, typer.Argument(metavar="ENTITY", help="A business id, e.g. service:payment-api.")
+    ],
+    tenant: Tenant,
+    principal: Principals,
+    purpose: Purpose,
+    scope: Scopes = None,
+    as_of: AsOf = None,
+    known_at: KnownAt = None,
+    relation: Annotated[
+        str | None,
+        typer.Option(
+            metavar="R",
+            help="One relation (OWNED_BY, DEPENDS_ON, AFFECTED, ...) or its inverse (OWNS, "
+            "AFFECTED_BY, ...); default: all.",
+        ),
+    ] = None,
+    direction: Annotated[
+        str, typer.Option(metavar="D", help="out (the entity is the subject), in, or both.")
+    ] = "both",
+    json_out: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
+    state_dir: StateDir = DEFAULT_DIR,
+    log_level: LogLevel = "WARNING",
+) -> int:
+    """Show an entity's relations at a moment, each with its evidence.
+
+    Every edge valid at --as-of (and held at --known-at) whose evidence chunk the caller may
+    see: its validity window, the document version that states it, and the edges it
+    contradicts (two owners at once are both shown, marked).
+
+        govindex relations service:payment-api --relation OWNED_BY --tenant acme \\
+            --principal group:sre --purpose incident-response --as-of 2025-03-01T02:05:00Z
+    """
+    settings = setup(state_dir, log_level)
+    request = _request(
+        RelationsRequest,
+        tenant=tenant,
+        subject={"principals": principal, "scopes": scope or []},
+        purpose=purpose,
+        as_of=as_of,
+        known_at=known_at,
+        entity=entity,
+        relation=relation,
+        direction=direction,
+    )
+    found = with_runtime(settings, lambda rt: read_service(rt).relations(request))
+    if json_out:
+        sys.stdout.write(found.model_dump_json(indent=2) + "\n")
+        return 0
+    console.print(f"{entity} at {when(found.as_of)}: {len(found.edges)} edge(s)")
+    for e in found.edges:
+        until = when(e.valid_to) or "open"
+        against = f"  contradicts {', '.join(e.contradicts)}" if e.contradicts else ""
+        console.print(
+            f"  {e.subject} {e.relation} {e.object}  valid {when(e.valid_from)} to {until}  "
+            f"({e.evidence.source_id}/{e.evidence.doc_id} {e.source_version}){against}",
+            soft_wrap=True,
+        )
+    return 0
 
 
 EXIT = {"valid": 0, "invalid": 1, "tampered": 1, "stale": 2}

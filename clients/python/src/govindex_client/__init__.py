@@ -12,6 +12,7 @@ from govindex_client.client import (
     GovindexClient,
     LineageFields,
     PackOptions,
+    RelationOptions,
     SearchOptions,
 )
 from govindex_client.errors import (
@@ -42,6 +43,7 @@ __all__ = [
     "LineageFields",
     "NotFound",
     "PackOptions",
+    "RelationOptions",
     "SearchOptions",
     "TooLarge",
     "Unauthorized",

@@ -107,3 +107,32 @@ def _text(value: str) -> str:
 SINGLE_LINE = AfterValidator(_one_line)
 # The same for free text: tabs and line breaks allowed, other control characters refused.
 PLAIN_TEXT = AfterValidator(_text)
+
+
+# The relation vocabulary: each relation an edge is stored as, read from its subject to its
+# object, and the name of the same edge read the other way (None: the same name, `in`).
+# A request may name either; an edge is stored once.
+RELATIONS: dict[str, str | None] = {
+    "OWNED_BY": "OWNS",  # service or document -> team
+    "GOVERNS": "GOVERNED_BY",  # runbook -> service
+    "APPLIES_TO": None,  # policy -> service
+    "AFFECTED": "AFFECTED_BY",  # incident -> service
+    "DEPLOYED_AS": None,  # service -> deployment
+    "DEPENDS_ON": None,  # service -> service
+    "SUPERSEDES": "SUPERSEDED_BY",  # document -> document
+    "FIRES": "FIRED_BY",  # service -> alert
+    "ABOUT": None,  # document -> anything it is about
+}
+# Relations a subject holds one object of at a time: two at once contradict each other.
+SINGLE_VALUED = frozenset({"OWNED_BY"})
+INVERSES: dict[str, str] = {inverse: name for name, inverse in RELATIONS.items() if inverse}
+RELATION_NAMES = frozenset(RELATIONS) | frozenset(INVERSES)
+
+
+def stored_relation(name: str) -> tuple[str, bool]:
+    """The stored relation a name reads, and whether it reads it backwards (an inverse)."""
+    if name in RELATIONS:
+        return name, False
+    if name in INVERSES:
+        return INVERSES[name], True
+    raise ValueError(f"unknown relation {quote(name)}; known: " + ", ".join(sorted(RELATION_NAMES)))

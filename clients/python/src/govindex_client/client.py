@@ -48,6 +48,8 @@ from govindex_client.models import (
     PackRequest,
     Readiness,
     Registered,
+    RelationsRequest,
+    RelationsResponse,
     RequiredEvidence,
     SearchRequest,
     SearchResponse,
@@ -99,6 +101,15 @@ class PackOptions(SearchOptions, total=False):
     dedup_threshold: int
     budget: Budget | Mapping[str, Any]
     required_evidence: Sequence[RequiredEvidence | Mapping[str, Any]]
+
+
+class RelationOptions(Asking, total=False):
+    """What a relations request may name besides its entity (`RelationsRequest`)."""
+
+    known_at: datetime
+    relation: str | None
+    direction: Literal["out", "in", "both"]
+    limit: int
 
 
 class LineageFields(TypedDict, total=False):
@@ -201,6 +212,13 @@ class _Calls:
         headers = () if key is None else (("Idempotency-Key", key),)
         body = request.model_dump_json().encode()
         return _Call("POST", "/v1/packs", Pack, body, headers=headers)
+
+    def _relations(self, entity: str, options: Mapping[str, Any]) -> _Call[RelationsResponse]:
+        fields = dict(options)
+        asked = self._asked(fields)
+        request = RelationsRequest.model_validate({**asked, "entity": entity, **fields})
+        body = request.model_dump_json().encode()
+        return _Call("POST", "/v1/relations", RelationsResponse, body)
 
     @staticmethod
     def _verify(manifest: Manifest | Pack) -> _Call[VerifyResponse]:
@@ -345,6 +363,12 @@ class GovindexClient(_Calls):
         same pack, another request under the key is `Conflict`."""
         return self._send(self._pack(query, options, idempotency_key))
 
+    def relations(self, entity: str, **options: Unpack[RelationOptions]) -> RelationsResponse:
+        """POST /v1/relations: the entity's edges at `as_of`, each with its validity, its
+        evidence anchor and the edges it contradicts; only edges whose evidence the subject
+        may see. `relation` names one of the vocabulary (or its inverse, e.g. OWNS)."""
+        return self._send(self._relations(entity, options))
+
     def stored_pack(self, pack_id: str, **asking: Unpack[Asking]) -> StoredPack:
         """GET /v1/packs/{id}: a kept pack re-judged now, items no longer valid withheld;
         `NotFound` for a pack built for a subject the caller does not hold, `Gone` when
@@ -455,6 +479,10 @@ class AsyncGovindexClient(_Calls):
     ) -> Pack:
         """POST /v1/packs (see `GovindexClient.pack`)."""
         return await self._send(self._pack(query, options, idempotency_key))
+
+    async def relations(self, entity: str, **options: Unpack[RelationOptions]) -> RelationsResponse:
+        """POST /v1/relations (see `GovindexClient.relations`)."""
+        return await self._send(self._relations(entity, options))
 
     async def stored_pack(self, pack_id: str, **asking: Unpack[Asking]) -> StoredPack:
         """GET /v1/packs/{id} (see `GovindexClient.stored_pack`)."""

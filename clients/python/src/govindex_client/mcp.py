@@ -1,5 +1,5 @@
 """An MCP server over the read API (the `mcp` extra): `govindex-mcp`, over stdio or streamable
-HTTP, with the tools `search`, `build_pack`, `verify_pack` and `open_chunk`.
+HTTP, with the tools `search`, `build_pack`, `verify_pack`, `open_chunk` and `relations`.
 
 Who reads is the server's configuration, never a tool's arguments: the credential
 (GOVINDEX_READ_TOKEN, a bound service token or a JWT, proving the subject to the read API),
@@ -25,7 +25,7 @@ import sys
 import types
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -45,6 +45,7 @@ from govindex_client.models import (
     Manifest,
     Pack,
     Query,
+    RelationsResponse,
     RequiredEvidence,
     SearchResponse,
     VerifyResponse,
@@ -168,6 +169,28 @@ def build_server(config: McpConfig, client: AsyncGovindexClient | None = None) -
             )
         )
 
+    async def relations(
+        entity: Annotated[Entity, Field(description="a business id, e.g. service:payment-api")],
+        relation: Annotated[
+            str | None,
+            Field(
+                description="one relation (OWNED_BY, DEPENDS_ON, AFFECTED, …) or its inverse "
+                "(OWNS, AFFECTED_BY, …); null: all"
+            ),
+        ] = None,
+        direction: Annotated[
+            Literal["out", "in", "both"],
+            Field(description="out: the entity is the subject; in: the object"),
+        ] = "both",
+        as_of: AsOf = None,
+    ) -> RelationsResponse:
+        """The entity's relations at as_of: who owns it, what it depends on, which incidents
+        affected it; each edge with its validity window, its evidence anchor and the edges
+        it contradicts (two owners at once are both returned, marked)."""
+        return await _answer(
+            reader.relations(entity, relation=relation, direction=direction, as_of=as_of)
+        )
+
     async def verify_pack(
         manifest: Annotated[
             Manifest, Field(description="the manifest of a pack build_pack returned")
@@ -201,7 +224,7 @@ def build_server(config: McpConfig, client: AsyncGovindexClient | None = None) -
                 fn, description=inspect.cleandoc(fn.__doc__ or ""), annotations=READ_ONLY
             )
         )
-        for fn in (search, build_pack, verify_pack, open_chunk)
+        for fn in (search, build_pack, verify_pack, open_chunk, relations)
     ]
     return MCPServer(
         "govindex",
@@ -209,7 +232,8 @@ def build_server(config: McpConfig, client: AsyncGovindexClient | None = None) -
             f"govindex's governed read API for tenant {config.tenant}, read as {who} for "
             f"purpose {config.purpose} (set by this server's configuration, not by tools). "
             "Search or build a pack, cite items by their anchors, verify a pack's manifest "
-            "before relying on it later, open an anchor to read it again."
+            "before relying on it later, open an anchor to read it again, ask an entity's "
+            "relations at a moment (owner, dependencies, incidents) with their evidence."
         ),
         tools=tools,
         lifespan=lifespan,

@@ -29,6 +29,7 @@ from govindex_client._types import (
     ChunkKind,
     Principal,
     Slug,
+    stored_relation,
 )
 
 __all__ = [
@@ -82,7 +83,11 @@ __all__ = [
     "Readiness",
     "Registered",
     "Relation",
+    "RelationEdge",
+    "RelationsRequest",
+    "RelationsResponse",
     "RequiredEvidence",
+    "Scoped",
     "SearchRequest",
     "SearchResponse",
     "StoredPack",
@@ -210,8 +215,8 @@ class Budget(BaseModel):
     max_per_document: int = Field(default=3, ge=1, le=200)
 
 
-class SearchRequest(BaseModel):
-    """A governed search: every field that decides what may come back is explicit."""
+class Scoped(BaseModel):
+    """Who reads, for which tenant and purpose, about which moment: what every read names."""
 
     model_config = _WIRE
 
@@ -226,6 +231,13 @@ class SearchRequest(BaseModel):
     known_at: AwareDatetime | None = Field(
         default=None, description="system time: what the index held at this moment"
     )
+
+
+class SearchRequest(Scoped):
+    """A governed search: every field that decides what may come back is explicit."""
+
+    model_config = _WIRE
+
     query: Query = ""
     entities: list[Entity] = Field(default_factory=list, max_length=MAX_ENTITIES)
     filters: Filters = Field(default_factory=Filters)
@@ -635,6 +647,61 @@ class StoredPack(BaseModel):
     status: Literal["valid", "stale", "partial"]
     checked_at: datetime
     expires_at: datetime
+
+
+class RelationsRequest(Scoped):
+    """POST /v1/relations: the edges of one entity at a moment, gated like chunks."""
+
+    model_config = _WIRE
+
+    entity: Entity = Field(description="a business id, e.g. service:payment-api")
+    relation: Relation | None = Field(
+        default=None,
+        description="one relation of the vocabulary, or its inverse (OWNS reads OWNED_BY "
+        "backwards); null: every relation",
+    )
+    direction: Literal["out", "in", "both"] = Field(
+        default="both", description="out: the entity is the subject; in: the object"
+    )
+    limit: int = Field(default=50, ge=1, le=500)
+
+    @field_validator("relation")
+    @classmethod
+    def _known(cls, relation: str | None) -> str | None:
+        if relation is not None:
+            stored_relation(relation)  # a ValueError names the vocabulary
+        return relation
+
+
+class RelationEdge(BaseModel):
+    """One edge, as its evidence states it, valid at the request's as_of."""
+
+    model_config = _WIRE
+
+    edge_id: str
+    subject: str
+    relation: str = Field(description="the relation as stored (subject to object)")
+    object: str
+    direction: Literal["out", "in"] = Field(description="the asked entity's side")
+    valid_from: datetime
+    valid_to: datetime | None
+    recorded_at: datetime
+    source_version: str
+    evidence: Anchor = Field(description="the chunk that states the edge")
+    contradicts: list[str] = Field(
+        default_factory=list,
+        description="edges that cannot hold with this one (a second owner at once): both "
+        "kept, never overwritten",
+    )
+
+
+class RelationsResponse(BaseModel):
+    model_config = _WIRE
+
+    entity: str
+    as_of: datetime
+    known_at: datetime | None
+    edges: list[RelationEdge]
 
 
 class VerifyRequest(BaseModel):

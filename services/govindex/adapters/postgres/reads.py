@@ -32,6 +32,7 @@ from govindex.adapters.postgres.tx import transaction
 from govindex.core.ports import (
     ChunkFacts,
     EdgeFact,
+    EdgeRow,
     Embedder,
     GraphReach,
     ReadAccess,
@@ -136,6 +137,41 @@ class PostgresReadSnapshot:
             "LIMIT %(limit)s",
             admission_params(access, filters, q=query, limit=limit),
         )
+
+    async def relations(
+        self,
+        access: ReadAccess,
+        entity: str,
+        relation: str | None,
+        outgoing: bool,
+        incoming: bool,
+        limit: int,
+    ) -> list[EdgeRow]:
+        """The entity's edges (as subject when `outgoing`, as object when `incoming`) valid
+        at as_of and held at known_at, whose evidence chunk the subject may see."""
+        cur = await self._conn.execute(
+            "SELECT e.edge_id, e.subject, e.relation, e.object, e.valid_from, e.valid_to, "
+            " e.recorded_at, e.source_version, e.evidence_chunk_id FROM graph_edges e "
+            "JOIN chunks c ON c.chunk_id = e.evidence_chunk_id "
+            "WHERE e.tenant_id = %(tenant)s AND ((%(outgoing)s AND e.subject = %(entity)s) "
+            " OR (%(incoming)s AND e.object = %(entity)s)) "
+            " AND (%(relation)s::text IS NULL OR e.relation = %(relation)s) "
+            " AND e.valid_from <= %(as_of)s AND (e.valid_to IS NULL OR e.valid_to > %(as_of)s) "
+            " AND (%(known_at)s::timestamptz IS NULL OR (e.recorded_at <= %(known_at)s "
+            "  AND (e.superseded_at IS NULL OR e.superseded_at > %(known_at)s))) "
+            " AND " + ADMISSIBLE + " ORDER BY e.relation, e.valid_from, e.edge_id "
+            "LIMIT %(limit)s",
+            admission_params(
+                access,
+                ReadFilters(),
+                entity=entity,
+                relation=relation,
+                outgoing=outgoing,
+                incoming=incoming,
+                limit=limit,
+            ),
+        )
+        return [EdgeRow(*row) for row in await cur.fetchall()]
 
     async def with_evidence(
         self, access: ReadAccess, filters: ReadFilters, text: str, kinds: Sequence[str], limit: int

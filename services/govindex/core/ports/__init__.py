@@ -50,6 +50,7 @@ from govindex.core.ports.purging import (
 from govindex.core.ports.reading import (
     ChunkFacts,
     EdgeFact,
+    EdgeRow,
     Embedder,
     GraphReach,
     PackStore,
@@ -110,6 +111,7 @@ __all__ = [
     "DocumentState",
     "DocumentTransaction",
     "EdgeFact",
+    "EdgeRow",
     "Embedder",
     "Emitter",
     "EventPublisher",

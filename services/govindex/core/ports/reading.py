@@ -79,6 +79,22 @@ class EdgeFact:
     evidence_chunk_id: str
 
 
+@dataclass(frozen=True)
+class EdgeRow:
+    """An edge valid at as_of (and held at known_at) touching one entity, with the chunk
+    that states it; the caller gates that chunk before anything of the edge leaves."""
+
+    edge_id: str
+    subject: str
+    relation: str
+    object: str
+    valid_from: datetime
+    valid_to: datetime | None
+    recorded_at: datetime
+    source_version: str
+    evidence_chunk_id: str
+
+
 class ReadSnapshot(Protocol):
     """One consistent, read-only view of Postgres for one request."""
 
@@ -93,6 +109,16 @@ class ReadSnapshot(Protocol):
     async def outside_valid_time(
         self, access: ReadAccess, filters: ReadFilters, text: str, limit: int
     ) -> list[str]: ...
+
+    async def relations(
+        self,
+        access: ReadAccess,
+        entity: str,
+        relation: str | None,
+        outgoing: bool,
+        incoming: bool,
+        limit: int,
+    ) -> list[EdgeRow]: ...
 
     async def with_evidence(
         self, access: ReadAccess, filters: ReadFilters, text: str, kinds: Sequence[str], limit: int

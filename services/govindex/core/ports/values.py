@@ -202,7 +202,7 @@ class Invalidated:
 
 # --- the read audit ---------------------------------------------------------------------
 
-AuditEndpoint = Literal["search", "pack", "chunk", "verify", "lineage", "stored_pack"]
+AuditEndpoint = Literal["search", "pack", "chunk", "verify", "lineage", "stored_pack", "relations"]
 AUDIT_ENDPOINTS: tuple[AuditEndpoint, ...] = (
     "search",
     "pack",
@@ -210,6 +210,7 @@ AUDIT_ENDPOINTS: tuple[AuditEndpoint, ...] = (
     "verify",
     "lineage",
     "stored_pack",
+    "relations",
 )
 AUDIT_LIST_MAX = 1000  # the most rows one listing returns
 

@@ -21,7 +21,8 @@ CREATE UNIQUE INDEX stored_packs_idempotency
     WHERE idempotency_key IS NOT NULL;
 CREATE INDEX stored_packs_expiry ON stored_packs (expires_at);
 
--- Reading a stored pack back is audited too.
+-- Reading a stored pack back, and reading relations, are audited too.
 ALTER TABLE read_audit DROP CONSTRAINT read_audit_endpoint_check;
 ALTER TABLE read_audit ADD CONSTRAINT read_audit_endpoint_check
-    CHECK (endpoint IN ('search', 'pack', 'chunk', 'verify', 'lineage', 'stored_pack'));
+    CHECK (endpoint IN ('search', 'pack', 'chunk', 'verify', 'lineage', 'stored_pack',
+                        'relations'));
