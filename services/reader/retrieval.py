@@ -60,6 +60,17 @@ def filters_of(request: SearchRequest) -> ReadFilters:
     )
 
 
+def within(filters: ReadFilters, c: Chunk) -> bool:
+    """Whether a chunk is inside the caller's narrowing (sources, kinds, labels, a path
+    prefix): what every Postgres channel's statement already applies."""
+    return (
+        (not filters.sources or c.source_id in filters.sources)
+        and (not filters.kinds or c.kind in filters.kinds)
+        and (not filters.labels or bool(set(c.labels) & set(filters.labels)))
+        and (filters.path_prefix is None or c.doc_id.startswith(filters.path_prefix))
+    )
+
+
 def structured_keys(request: SearchRequest) -> list[str]:
     """The exact keys a structured lookup tries: the seed entities, then the query's ids."""
     return [*request.entities, *textual.identifiers(request.query)]
@@ -110,6 +121,12 @@ async def rank(
     extra = {c for ids in wanted.values() for c in ids}
     found = {c for ids in raw.values() for c in ids}
     facts = await snap.facts(sorted(found | set(outside) | extra))
+    # The caller's narrowing holds for every channel: bm25's index query does not take it.
+    raw = {
+        name: [c for c in ids if c not in facts or within(filters, facts[c].chunk)]
+        for name, ids in raw.items()
+    }
+    found = {c for ids in raw.values() for c in ids}
     judged = verdicts(facts, access)
     ranked, trace = gate_channels(raw, facts, access, judged)
     fused = fuse(ranked, {c: f.chunk for c, f in facts.items()}, RRF_K)
