@@ -169,6 +169,7 @@ class Frontmatter(BaseModel):
     acl: Principals | None = None  # None: not said; () said empty, which is refused later
     valid_from: When | None = None
     valid_to: When | None = None
+    event_time: When | None = None  # when the business event the document records happened
     service: Names = ()
     services: Names = ()
     applies_to: Names = ()
@@ -256,8 +257,8 @@ class Frontmatter(BaseModel):
 # What consumers take: the model, or a parsed mapping they check through `Frontmatter.of`.
 FrontmatterLike = Frontmatter | Mapping[str, Any]
 _KNOWN = frozenset(Frontmatter.model_fields) - {"scalars", "left_out"}
-_TIMES = frozenset(("valid_from", "valid_to"))
-_STAMPED = frozenset(("acl", "valid_from", "valid_to"))
+_TIMES = frozenset(("valid_from", "valid_to", "event_time"))
+_STAMPED = frozenset(("acl", "valid_from", "valid_to", "event_time"))
 _SHOWN_PROBLEMS = 5
 
 

@@ -131,6 +131,7 @@ def plan_version(
         index_generation=generation,
         evidence=frontmatter.evidence_types(),
         tokens=tokens,
+        event_time=frontmatter.time("event_time"),
     )
     chunks = stamp_chunks(ctx, parsed.chunks)
     return VersionPlan(

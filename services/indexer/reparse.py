@@ -131,6 +131,7 @@ async def _restamp(
         version_sequence=row.version_sequence,
         evidence=frontmatter.evidence_types(),  # with today's rules: as a new version would
         tokens=tokens,
+        event_time=frontmatter.time("event_time"),
     )
     now = datetime.now(UTC)
     return [c.model_copy(update={"indexed_at": now}) for c in stamp_chunks(ctx, parsed.chunks)]

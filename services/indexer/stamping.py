@@ -63,7 +63,9 @@ def resolve_access(
 def resolve_validity(
     manifest: SourceManifest, event: DocumentChanged, frontmatter: FrontmatterLike
 ) -> tuple[datetime, datetime | None]:
-    """Valid time from the event, else frontmatter, else [observed_at, open end).
+    """Valid time from the event, else frontmatter, else [the earlier of event_time and
+    observed_at, open end): a record of what already happened holds from when it happened,
+    one of what is still to come from when it was written.
 
     See docs/design/records.md.
     """
@@ -71,7 +73,8 @@ def resolve_validity(
     from_field = manifest.valid_time_field or "valid_from"
     valid_from = event.valid_from or fm.time(from_field)
     valid_to = event.valid_to or fm.time("valid_to")
-    start = valid_from or event.observed_at
+    happened = fm.time("event_time")
+    start = valid_from or min(event.observed_at, happened or event.observed_at)
     if valid_to is not None and valid_to <= start:
         raise InvalidEvent(
             f"valid_to ({valid_to.isoformat()}) is not after valid_from ({start.isoformat()}); "
@@ -205,6 +208,7 @@ class StampContext:
     parser_version: str
     index_generation: int
     version_sequence: int | None = None  # when re-stamping a stored version (reparse)
+    event_time: datetime | None = None  # frontmatter `event_time`: when it happened
     # The document's own evidence types (`Frontmatter.evidence_types`); the manifest's
     # rules and the chunks' kinds add theirs when stamping.
     evidence: tuple[str, ...] = ()
@@ -246,6 +250,7 @@ def stamp_chunks(ctx: StampContext, drafts: Sequence[ChunkDraft]) -> list[Chunk]
                 text=draft.text,
                 valid_from=ctx.valid_from,
                 valid_to=ctx.valid_to,
+                event_time=ctx.event_time,
                 recorded_at=ctx.recorded_at,
                 superseded_at=None,
                 observed_at=event.observed_at,

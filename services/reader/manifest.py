@@ -43,6 +43,7 @@ def described(facts: ChunkFacts) -> dict[str, Any]:
         "valid_to": c.valid_to,
         "observed_at": c.observed_at,
         "recorded_at": c.recorded_at,
+        "event_time": c.event_time,
         "trust_level": c.trust_level,
         "classification": c.classification,
         "labels": list(c.labels),

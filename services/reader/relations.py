@@ -55,6 +55,7 @@ def relations_response(
             valid_to=r.valid_to,
             recorded_at=r.recorded_at,
             source_version=r.source_version,
+            event_time=r.event_time,
             evidence=anchor_of(facts[r.evidence_chunk_id].chunk),
             contradicts=against.get(r.edge_id, []),
         )

@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import structlog
 
@@ -27,6 +28,10 @@ from reader.models import Highlight, Hit, SearchRequest, SearchResponse, TraceLi
 
 log = structlog.get_logger(__name__)
 
+# A chunk with no event_time is outside every event_time range, as in SQL (NULL compares
+# to nothing).
+_NEVER = datetime.min.replace(tzinfo=UTC)
+_FOREVER = datetime.max.replace(tzinfo=UTC)
 Fused = tuple[str, float, dict[str, int]]  # chunk id, fused score, rank per channel
 Verdicts = Mapping[str, tuple[Gate, str] | None]  # chunk id -> its refusal (None: admitted)
 
@@ -57,6 +62,8 @@ def filters_of(request: SearchRequest) -> ReadFilters:
         kinds=tuple(k.value for k in f.kinds),
         labels=tuple(f.labels),
         path_prefix=f.path_prefix,
+        event_from=f.event_from,
+        event_to=f.event_to,
     )
 
 
@@ -68,6 +75,8 @@ def within(filters: ReadFilters, c: Chunk) -> bool:
         and (not filters.kinds or c.kind in filters.kinds)
         and (not filters.labels or bool(set(c.labels) & set(filters.labels)))
         and (filters.path_prefix is None or c.doc_id.startswith(filters.path_prefix))
+        and (filters.event_from is None or (c.event_time or _NEVER) >= filters.event_from)
+        and (filters.event_to is None or (c.event_time or _FOREVER) < filters.event_to)
     )
 
 

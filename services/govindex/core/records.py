@@ -402,6 +402,9 @@ class Chunk(BaseModel):
     # from frontmatter, the manifest's evidence_rules and the chunk's kind; what a pack
     # request's required_evidence selects by.
     evidence: tuple[str, ...] = ()
+    # When the business event the chunk records happened (frontmatter `event_time`); None
+    # when not known. It starts valid time when earlier than the observation.
+    event_time: AwareDatetime | None = None
     context: str = ""
     parent_id: str | None
     prev_id: str | None

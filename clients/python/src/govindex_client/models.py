@@ -189,6 +189,12 @@ class Filters(BaseModel):
     kinds: list[ChunkKind] = Field(default_factory=list, max_length=len(ChunkKind))
     labels: list[Label] = Field(default_factory=list, max_length=MAX_LABELS)
     path_prefix: Annotated[str, Field(max_length=1024), SINGLE_LINE] | None = None
+    event_from: AwareDatetime | None = Field(
+        default=None, description="only chunks whose event_time is at or after this"
+    )
+    event_to: AwareDatetime | None = Field(
+        default=None, description="only chunks whose event_time is before this"
+    )
 
 
 class GraphSpec(BaseModel):
@@ -350,6 +356,9 @@ class Described(BaseModel):
     valid_to: datetime | None = Field(description="valid time: until when (null: open)")
     observed_at: datetime = Field(description="when the source last changed it (event time)")
     recorded_at: datetime = Field(description="system time: when the index recorded it")
+    event_time: datetime | None = Field(
+        default=None, description="when the business event it records happened, if known"
+    )
     trust_level: Literal["authoritative", "reviewed", "untrusted"]
     classification: Literal["public", "internal", "confidential", "restricted"]
     labels: list[str] = Field(default_factory=list)
@@ -376,6 +385,7 @@ def about(described: Described) -> dict[str, Any]:
             "valid_to",
             "observed_at",
             "recorded_at",
+            "event_time",
             "trust_level",
             "classification",
             "labels",
@@ -687,6 +697,9 @@ class RelationEdge(BaseModel):
     valid_to: datetime | None
     recorded_at: datetime
     source_version: str
+    event_time: datetime | None = Field(
+        default=None, description="when the event the edge records happened, if known"
+    )
     evidence: Anchor = Field(description="the chunk that states the edge")
     contradicts: list[str] = Field(
         default_factory=list,

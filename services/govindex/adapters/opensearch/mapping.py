@@ -32,6 +32,7 @@ MAPPING: dict[str, Any] = {
         "text": {"type": "text"},
         "valid_from": _DATE,
         "valid_to": _DATE,
+        "event_time": _DATE,
         "superseded_at": _DATE,
         "acl": _KEYWORD,
         "required_scopes": _KEYWORD,

@@ -45,6 +45,8 @@ FILTERED: LiteralString = """
     AND (cardinality(%(kinds)s::text[]) = 0 OR c.kind = ANY (%(kinds)s::text[]))
     AND (cardinality(%(labels)s::text[]) = 0 OR c.labels && %(labels)s::text[])
     AND (%(path_prefix)s::text IS NULL OR c.doc_id LIKE %(path_prefix)s)
+    AND (%(event_from)s::timestamptz IS NULL OR c.event_time >= %(event_from)s)
+    AND (%(event_to)s::timestamptz IS NULL OR c.event_time < %(event_to)s)
 """
 
 WHERE_ADMISSIBLE: LiteralString = " WHERE " + ADMISSIBLE + FILTERED
@@ -64,6 +66,8 @@ def admission_params(access: ReadAccess, filters: ReadFilters, **extra: Any) -> 
         "kinds": list(filters.kinds),
         "labels": list(filters.labels),
         "path_prefix": _like_prefix(filters.path_prefix),
+        "event_from": filters.event_from,
+        "event_to": filters.event_to,
         **extra,
     }
 

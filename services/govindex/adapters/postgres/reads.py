@@ -151,7 +151,8 @@ class PostgresReadSnapshot:
         at as_of and held at known_at, whose evidence chunk the subject may see."""
         cur = await self._conn.execute(
             "SELECT e.edge_id, e.subject, e.relation, e.object, e.valid_from, e.valid_to, "
-            " e.recorded_at, e.source_version, e.evidence_chunk_id FROM graph_edges e "
+            " e.recorded_at, e.source_version, e.evidence_chunk_id, e.event_time "
+            "FROM graph_edges e "
             "JOIN chunks c ON c.chunk_id = e.evidence_chunk_id "
             "WHERE e.tenant_id = %(tenant)s AND ((%(outgoing)s AND e.subject = %(entity)s) "
             " OR (%(incoming)s AND e.object = %(entity)s)) "

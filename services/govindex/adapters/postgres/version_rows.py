@@ -133,6 +133,7 @@ async def insert_edges(conn: AsyncConnection[Any], plans: Sequence[VersionPlan])
     edges: list[tuple[Any, ...]] = []
     for plan in plans:
         evidence = plan.chunks[0].chunk_id if plan.chunks else None
+        happened = plan.chunks[0].event_time if plan.chunks else None  # the document's
         for edge in plan.edges:
             for entity_id, alias in (
                 (edge.subject, edge.subject_alias),
@@ -158,6 +159,7 @@ async def insert_edges(conn: AsyncConnection[Any], plans: Sequence[VersionPlan])
                     plan.valid_from,
                     plan.valid_to,
                     plan.recorded_at,
+                    happened,
                 )
             )
     if not edges:
@@ -176,8 +178,8 @@ async def insert_edges(conn: AsyncConnection[Any], plans: Sequence[VersionPlan])
         await cur.executemany(
             "INSERT INTO graph_edges (edge_id, tenant_id, subject, relation, object, "
             " source_id, doc_id, version_id, version_sequence, source_version, "
-            " evidence_chunk_id, valid_from, valid_to, recorded_at) VALUES "
-            "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+            " evidence_chunk_id, valid_from, valid_to, recorded_at, event_time) VALUES "
+            "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
             "ON CONFLICT (edge_id) DO NOTHING",
             edges,
         )

@@ -44,6 +44,8 @@ class ReadFilters:
     kinds: tuple[str, ...] = ()
     labels: tuple[str, ...] = ()
     path_prefix: str | None = None
+    event_from: datetime | None = None  # event_time at or after
+    event_to: datetime | None = None  # event_time before
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,7 @@ class EdgeRow:
     recorded_at: datetime
     source_version: str
     evidence_chunk_id: str
+    event_time: datetime | None = None
 
 
 class ReadSnapshot(Protocol):
