@@ -41,9 +41,15 @@ async def apply_change(delivery: Delivery, source_id: str, ports: CdcPorts) -> i
     if not manifest.enabled:
         raise SourceDisabled(f"source {source_id!r} is disabled")
     change = translate(delivery.key, delivery.value, manifest.cdc)
-    if change is None:
-        return 0
     tenant, source = manifest.tenant, manifest.source_id
+    emitted = await _apply(change, manifest, ports) if change is not None else 0
+    await ports.ledger.synced(tenant, source)  # the feed delivered: fresh as of now
+    return emitted
+
+
+async def _apply(change: RowChange, manifest: SourceManifest, ports: CdcPorts) -> int:
+    tenant, source = manifest.tenant, manifest.source_id
+    assert manifest.cdc is not None  # apply_change checked it
     if change.op == "truncate":
         async with ports.ledger.transaction() as tx:
             # Marked first: a change of a row from before the truncate that is delivered

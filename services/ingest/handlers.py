@@ -145,6 +145,7 @@ async def sync_snapshot(
             progress(start + len(batch), len(work))
     if view.checkpoint is not None:
         await state.set_checkpoint(tenant, source, view.checkpoint)
+    await state.synced(tenant, source)  # the whole snapshot is in: fresh as of now
     return report
 
 

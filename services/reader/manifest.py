@@ -48,6 +48,7 @@ def described(facts: ChunkFacts) -> dict[str, Any]:
         "classification": c.classification,
         "labels": list(c.labels),
         "evidence": list(c.evidence),
+        "stale_source": facts.stale_source,
         "source_url": source_url(
             facts.web_url,
             doc_id=c.doc_id,

@@ -85,6 +85,14 @@ PURGES_OLDEST = Gauge(
     "govindex_purge_oldest_pending_age_seconds", "Age of the oldest purge not done."
 )
 JOBS = Gauge("govindex_jobs", "Jobs by kind and state.", ["kind", "state"])
+SOURCE_FRESHNESS = Gauge(
+    "govindex_source_freshness_seconds",
+    "Seconds since a source last synced successfully (sources that have synced).",
+    ["source"],
+)
+SOURCE_REFRESH_SLA = Gauge(
+    "govindex_source_refresh_sla_seconds", "A source's refresh_sla, in seconds.", ["source"]
+)
 JOB_ITEMS_DONE = Gauge("govindex_job_items_done", "Items done by running jobs, by kind.", ["kind"])
 JOB_ITEMS_TOTAL = Gauge(
     "govindex_job_items_total", "Items in scope of running jobs, by kind.", ["kind"]

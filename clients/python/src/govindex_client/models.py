@@ -367,6 +367,11 @@ class Described(BaseModel):
         description="the kinds of evidence the chunk can support (deployment_record, "
         "root_cause, step, …): what required_evidence selects by",
     )
+    stale_source: bool = Field(
+        default=False,
+        description="its source last synced longer ago than the source's refresh_sla: the "
+        "content may be out of date",
+    )
     source_url: str | None = Field(
         default=None,
         description="the file at its source_version with a line anchor, from the source "
@@ -390,6 +395,7 @@ def about(described: Described) -> dict[str, Any]:
             "classification",
             "labels",
             "evidence",
+            "stale_source",
             "source_url",
         },
     )

@@ -194,6 +194,12 @@ class PostgresIngestState(PostgresAdapter):
             (tenant_id, source_id, position),
         )
 
+    async def synced(self, tenant_id: str, source_id: str) -> None:
+        await self._execute(
+            "UPDATE sources SET last_synced_at = now() WHERE tenant_id = %s AND source_id = %s",
+            (tenant_id, source_id),
+        )
+
     async def checkpoint(self, tenant_id: str, source_id: str) -> str | None:
         row = await self._row(
             "SELECT position FROM ingest_checkpoints WHERE tenant_id = %s AND source_id = %s",

@@ -96,7 +96,13 @@ class PostgresGauges(PostgresAdapter):
             "SELECT kind, state, count(*), sum(done) FILTER (WHERE state = 'running'), "
             " sum(total) FILTER (WHERE state = 'running') FROM jobs GROUP BY kind, state"
         )
+        fresh = await self._rows(
+            "SELECT source_id, extract(epoch FROM now() - last_synced_at), "
+            " extract(epoch FROM (manifest ->> 'refresh_sla')::interval) FROM sources "
+            "WHERE last_synced_at IS NOT NULL AND enabled ORDER BY source_id"
+        )
         return {
+            "freshness": [(str(s), float(age), float(sla)) for s, age, sla in fresh],
             "outbox_pending": int(row[0]),
             "outbox_oldest_s": float(row[1]),
             "outbox_unsent": int(row[2]),

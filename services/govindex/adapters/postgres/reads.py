@@ -57,7 +57,10 @@ _FACTS: LiteralString = """
         (c.superseded_at IS NOT NULL) AS superseded,
         (SELECT v.title FROM document_versions v WHERE v.version_id = c.version_id) AS title,
         (SELECT s.manifest ->> 'web_url' FROM sources s WHERE s.tenant_id = c.tenant_id
-                AND s.source_id = c.source_id) AS web_url
+                AND s.source_id = c.source_id) AS web_url,
+        EXISTS (SELECT 1 FROM sources s WHERE s.tenant_id = c.tenant_id
+                AND s.source_id = c.source_id AND s.last_synced_at
+                < now() - (s.manifest ->> 'refresh_sla')::interval) AS stale_source
     FROM chunks c
 """
 _FACT_FLAGS = (
@@ -68,6 +71,7 @@ _FACT_FLAGS = (
     "superseded",
     "title",
     "web_url",
+    "stale_source",
 )
 
 # Every chunk the seeds may be hydrated with: their parents, and `neighbours` steps along

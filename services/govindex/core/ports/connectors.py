@@ -37,6 +37,10 @@ class ConnectorState(Emitter, Protocol):
 
     async def set_checkpoint(self, tenant_id: str, source_id: str, position: str) -> None: ...
 
+    async def synced(self, tenant_id: str, source_id: str) -> None:
+        """The source synced successfully now: what its refresh_sla is measured from."""
+        ...
+
     async def checkpoint(self, tenant_id: str, source_id: str) -> str | None: ...
 
 
@@ -44,6 +48,8 @@ class CdcLedger(Emitter, Protocol):
     """The CDC connector's per-document positions, written through `transaction()`."""
 
     async def ledger(self, tenant_id: str, source_id: str, doc_id: str) -> tuple[int, bool]: ...
+
+    async def synced(self, tenant_id: str, source_id: str) -> None: ...
 
     async def live_documents(self, tenant_id: str, source_id: str, prefix: str) -> list[str]: ...
 

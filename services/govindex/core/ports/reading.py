@@ -60,6 +60,7 @@ class ChunkFacts:
     superseded: bool  # a newer version of the document exists (or it was deleted)
     title: str | None = None  # the document version's title (gone once purged)
     web_url: str | None = None  # the source manifest's link template (core.links)
+    stale_source: bool = False  # its source last synced longer ago than its refresh_sla
 
 
 @dataclass(frozen=True)
