@@ -55,7 +55,6 @@ async def test_a_source_past_its_refresh_sla_is_flagged_stale_in_every_answer(
     pack = await service.pack(PackRequest.model_validate(scope))
     assert {i.anchor.source_id: i.stale_source for i in pack.items} == {fresh: False, quiet: True}
 
-    sample = await PostgresGauges(p.rt.pool).sample()
-    ages = {source: (age, sla) for source, age, sla in sample["freshness"]}
-    assert ages[quiet][0] > ages[quiet][1] == 3600  # what the alert compares
-    assert ages[fresh][0] < ages[fresh][1]
+    sample = await PostgresGauges(p.rt.pool).sample()  # the gauges the alert reads
+    assert sample["sources_stale"] == 1  # this module's database: these two sources
+    assert sample["source_freshness_s"] >= 7200

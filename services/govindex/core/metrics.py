@@ -85,13 +85,14 @@ PURGES_OLDEST = Gauge(
     "govindex_purge_oldest_pending_age_seconds", "Age of the oldest purge not done."
 )
 JOBS = Gauge("govindex_jobs", "Jobs by kind and state.", ["kind", "state"])
+# Sources are never labels (one series per source would grow with the catalog): the
+# stalest source's age, and how many are past their refresh_sla.
 SOURCE_FRESHNESS = Gauge(
     "govindex_source_freshness_seconds",
-    "Seconds since a source last synced successfully (sources that have synced).",
-    ["source"],
+    "Seconds since the least recently synced source last synced (of the sources that sync).",
 )
-SOURCE_REFRESH_SLA = Gauge(
-    "govindex_source_refresh_sla_seconds", "A source's refresh_sla, in seconds.", ["source"]
+SOURCES_STALE = Gauge(
+    "govindex_sources_stale", "Enabled sources whose last sync is older than their refresh_sla."
 )
 JOB_ITEMS_DONE = Gauge("govindex_job_items_done", "Items done by running jobs, by kind.", ["kind"])
 JOB_ITEMS_TOTAL = Gauge(

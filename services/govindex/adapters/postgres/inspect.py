@@ -96,13 +96,15 @@ class PostgresGauges(PostgresAdapter):
             "SELECT kind, state, count(*), sum(done) FILTER (WHERE state = 'running'), "
             " sum(total) FILTER (WHERE state = 'running') FROM jobs GROUP BY kind, state"
         )
-        fresh = await self._rows(
-            "SELECT source_id, extract(epoch FROM now() - last_synced_at), "
-            " extract(epoch FROM (manifest ->> 'refresh_sla')::interval) FROM sources "
-            "WHERE last_synced_at IS NOT NULL AND enabled ORDER BY source_id"
+        fresh = await self._row(
+            "SELECT coalesce(extract(epoch FROM now() - min(last_synced_at)), 0), "
+            " count(*) FILTER (WHERE last_synced_at < now() - (manifest ->> 'refresh_sla')"
+            "  ::interval) FROM sources WHERE last_synced_at IS NOT NULL AND enabled"
         )
+        assert fresh is not None
         return {
-            "freshness": [(str(s), float(age), float(sla)) for s, age, sla in fresh],
+            "source_freshness_s": float(fresh[0]),
+            "sources_stale": int(fresh[1]),
             "outbox_pending": int(row[0]),
             "outbox_oldest_s": float(row[1]),
             "outbox_unsent": int(row[2]),
