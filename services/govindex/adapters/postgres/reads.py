@@ -4,6 +4,9 @@ Every channel query carries the same admission predicate (`admission.ADMISSIBLE`
 is filtered after ranking. The read service then re-checks every candidate, and every chunk
 it hydrates a pack item with, from `facts` and `facts_around` (integrity included) in the
 same snapshot.
+
+(Over 450 lines on purpose: every statement a read runs, each beside the others that carry
+the same admission predicate, so a change to one is seen against all.)
 """
 
 from __future__ import annotations
