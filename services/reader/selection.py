@@ -192,6 +192,8 @@ class Selection:
         )
 
 
+# Long: two passes (required evidence, then rank or MMR order under the diversity asked)
+# share one `consider`, so a candidate is judged the same way in both.
 def select(
     request: PackRequest,
     ranked: Ranked,

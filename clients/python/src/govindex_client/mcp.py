@@ -113,7 +113,7 @@ AsOf = Annotated[
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
-# Long on purpose: the four tools' definitions, each a few lines, registered in one place.
+# Long on purpose: the five tools' definitions, each a few lines, registered in one place.
 def build_server(config: McpConfig, client: AsyncGovindexClient | None = None) -> MCPServer:
     """The MCP server reading through `client` (by default one built from `config`, closed
     when the server stops) as `config`'s tenant, purpose and subject."""
