@@ -107,12 +107,20 @@ class PartitionLanes:
     async def stop(self) -> None:
         """Finish in-flight batches (each commits), drop queued records, leave the group."""
         self._stopping = True
-        if self._fetcher is not None:
-            self._fetcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._fetcher
-        await self._drain(list(self._lanes))
-        await self._consumer.stop()
+        try:
+            if self._fetcher is not None:
+                self._fetcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._fetcher
+        except Exception as exc:  # a fetcher that died: the lanes are drained all the same
+            log.warning("lanes.fetcher_failed", group=self._group, error=str(exc))
+        finally:
+            # Always drained and always out of the group: a lanes object dropped half-stopped
+            # keeps its partitions assigned to a member nobody runs, and they stall.
+            try:
+                await self._drain(list(self._lanes))
+            finally:
+                await self._consumer.stop()
 
     # --- fetching -----------------------------------------------------------------------
 
@@ -122,6 +130,10 @@ class PartitionLanes:
                 fetched = await self._consumer.getmany(timeout_ms=100)
             except KafkaError as exc:  # the client reconnects by itself; say so and wait
                 log.warning("lanes.fetch_failed", group=self._group, error=str(exc))
+                await asyncio.sleep(self._policy.retry_after_error_s)
+                continue
+            except Exception as exc:  # a fetcher that dies leaves its lanes fed by no one
+                log.warning("lanes.fetch_failed", group=self._group, error=repr(exc))
                 await asyncio.sleep(self._policy.retry_after_error_s)
                 continue
             for tp, records in fetched.items():

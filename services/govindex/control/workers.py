@@ -181,7 +181,10 @@ class Workers:
         are redelivered), in-flight batches finish and commit, the groups are left."""
         self._halts.get(kind, asyncio.Event()).set()
         for consumer in self._consumers.pop(kind, []):
-            await consumer.stop()
+            try:  # every one is stopped, whatever another's stop raised
+                await consumer.stop()
+            except Exception as exc:
+                log.warning("workers.consumer_stop_failed", kind=kind, error=repr(exc))
 
     def _broker(
         self, sub: Subscription, publisher: EventPublisher, *, rewind: bool = False
