@@ -22,6 +22,7 @@ from govindex.core.records import (
 )
 from govindex.core.tokens import HEURISTIC, TokenEstimator
 from indexer.frontmatter import Frontmatter, FrontmatterLike
+from indexer.timeline import NO_TIMELINE, resolve_timeline
 
 
 def resolve_access(
@@ -213,6 +214,9 @@ class StampContext:
     # rules and the chunks' kinds add theirs when stamping.
     evidence: tuple[str, ...] = ()
     tokens: TokenEstimator = HEURISTIC  # counts `token_estimate` (Runtime.tokens)
+    # The document's frontmatter, for what differs by chunk: a timeline entry's own event
+    # time (`indexer.timeline`). None: every chunk gets `event_time`.
+    frontmatter: Frontmatter | None = None
 
 
 # Long: every stamped field of a chunk in one constructor call (docs/design/records.md).
@@ -229,6 +233,7 @@ def stamp_chunks(ctx: StampContext, drafts: Sequence[ChunkDraft]) -> list[Chunk]
     evidence = resolve_evidence(
         ctx.manifest, event.doc_id, ctx.evidence, (draft.kind for draft in drafts)
     )
+    timeline = NO_TIMELINE if ctx.frontmatter is None else resolve_timeline(ctx.frontmatter, drafts)
     chunks: list[Chunk] = []
     for i, draft in enumerate(drafts):
         if draft.anchor:
@@ -250,7 +255,7 @@ def stamp_chunks(ctx: StampContext, drafts: Sequence[ChunkDraft]) -> list[Chunk]
                 text=draft.text,
                 valid_from=ctx.valid_from,
                 valid_to=ctx.valid_to,
-                event_time=ctx.event_time,
+                event_time=timeline.event_time(draft.ordinal, ctx.event_time),
                 recorded_at=ctx.recorded_at,
                 superseded_at=None,
                 observed_at=event.observed_at,
@@ -267,7 +272,7 @@ def stamp_chunks(ctx: StampContext, drafts: Sequence[ChunkDraft]) -> list[Chunk]
                 line_start=draft.span.line_start,
                 line_end=draft.span.line_end,
                 heading_path=draft.heading_path,
-                labels=draft.labels,
+                labels=timeline.labels(draft.ordinal, draft.labels),
                 evidence=evidence[draft.kind],
                 context=draft.context,
                 parent_id=by_ordinal.get(parent) if parent is not None else None,
