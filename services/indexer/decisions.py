@@ -27,6 +27,9 @@ class Incoming:
     parser_version: str
     acl: tuple[str, ...]
     has_chunks: bool
+    # False: never a metadata-only re-stamp (fact chunks hold their entries' own ACL and
+    # time, which a re-stamp of the document's would overwrite): always a new version.
+    restampable: bool = True
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ def decide_change(claimed: bool, state: DocumentState | None, event: Incoming) -
         and state.current_version_id is not None
         and state.current_content_hash == event.content_hash
         and state.current_parser == (event.parser, event.parser_version)
+        and event.restampable
     ):
         return ChangeDecision("metadata_updated", state.current_version_id, lost)
     return ChangeDecision("indexed", None, lost)

@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping
 from datetime import date, datetime
 from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
     AfterValidator,
@@ -38,6 +39,7 @@ KEY_CHARS = 64  # a field's name
 MAX_FIELDS = 64
 MAX_NAMES = 64  # entries of a list of names (services, owners, alerts, superseded ids)
 MAX_PRINCIPALS = 256  # entries of `acl`
+ZONE_CHARS = 64  # a time zone name (the longest IANA name is about 30)
 _FIX = "fix the block between the leading '---' lines"
 
 
@@ -143,6 +145,42 @@ def _scalar(value: Any) -> Scalar:
 
 
 When = Annotated[datetime | date | str, PlainValidator(_when)]
+
+
+def _day(value: Any) -> date:
+    """`date` says which day a document's bare clock times (`10:02`) are on; a date-time
+    says it too, by its date as written (its time is not the day's)."""
+    if isinstance(value, datetime):
+        return value.date()
+    if isinstance(value, date):
+        return value
+    if isinstance(value, str) and len(value) <= 64:
+        try:
+            return datetime.fromisoformat(value).date()
+        except ValueError:
+            pass
+    raise ValueError("must be a date, e.g. 2025-03-01")
+
+
+# What an IANA zone name is made of. No dot: the name is a path into the zone database,
+# so `..`, a file of the database itself (`zone.tab`) or an absolute path never reach it.
+_ZONE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_+-]*(?:/[A-Za-z0-9_+-]+)*")
+
+
+def _zone(value: str) -> str:
+    """A zone the time zone database knows, so that every reader converts times alike."""
+    if _ZONE_NAME.fullmatch(value):
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError, OSError):  # unknown, a folder, not a zone
+            pass
+        else:
+            return value
+    raise ValueError("must be an IANA time zone name, e.g. Europe/Berlin or UTC")
+
+
+Day = Annotated[date, PlainValidator(_day)]
+Zone = Annotated[StrictStr, Field(max_length=ZONE_CHARS), AfterValidator(_zone)]
 _AWARE: TypeAdapter[datetime] = TypeAdapter(AwareDatetime)
 
 
@@ -170,11 +208,15 @@ class Frontmatter(BaseModel):
     valid_from: When | None = None
     valid_to: When | None = None
     event_time: When | None = None  # when the business event the document records happened
+    date: Day | None = None  # the day its bare clock times (a timeline's `10:02`) are on
+    timezone: Zone | None = None  # the IANA zone they are written in
     service: Names = ()
     services: Names = ()
     applies_to: Names = ()
     owner: Names = ()
     alerts: Names = ()
+    depends_on: Names = ()  # services the document's service (or the document) calls
+    deployed_as: Names = ()  # deployments (ids) of the document's service it records
     supersedes: DocRefs = ()
     evidence: EvidenceTypes = ()  # what every chunk of the document can support
     supports_claims: EvidenceTypes = ()  # the claims it backs, stamped as evidence types

@@ -8,6 +8,10 @@ names as written are kept as aliases. Rules:
 - `owner:` with `service:` → service OWNED_BY team; without → document OWNED_BY team.
 - `applies_to:` → document APPLIES_TO service (each).
 - `supersedes:` → document SUPERSEDES document (ids in the same source).
+- `depends_on:` with `service:` → service DEPENDS_ON service (each); without → document
+  DEPENDS_ON service.
+- `deployed_as:` with `service:` → service DEPLOYED_AS deployment (each id); without →
+  document ABOUT deployment.
 - `alerts:` with `service:` → service FIRES alert; without → document ABOUT alert, so an
   alert reaches its service, the service's owner and its runbook in two hops.
 
@@ -92,6 +96,18 @@ def extract_edges(source_id: str, doc_id: str, frontmatter: FrontmatterLike) -> 
             ]
         else:
             edges.append(Edge(doc, "ABOUT", entity("alert", alert), doc_id, alert))
+    for target in _names(fm.depends_on):
+        edges += [
+            Edge(entity("service", s), "DEPENDS_ON", entity("service", target), s, target)
+            for s in services
+        ] or [Edge(doc, "DEPENDS_ON", entity("service", target), doc_id, target)]
+    for deployment in _names(fm.deployed_as):
+        edges += [
+            Edge(
+                entity("service", s), "DEPLOYED_AS", entity("deployment", deployment), s, deployment
+            )
+            for s in services
+        ] or [Edge(doc, "ABOUT", entity("deployment", deployment), doc_id, deployment)]
     for older in _names(fm.supersedes):
         edges.append(Edge(doc, "SUPERSEDES", f"document:{source_id}/{older}", doc_id, older))
     return list(dict.fromkeys(edges))

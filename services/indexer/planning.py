@@ -16,6 +16,8 @@ from datetime import datetime
 
 from govindex.core.envelope import Envelope
 from govindex.core.events import DocumentChanged, DocumentDeleted
+from govindex.core.facts import FactMapping
+from govindex.core.hashing import sha256_hex
 from govindex.core.ports import (
     DocumentKey,
     DocumentState,
@@ -24,12 +26,15 @@ from govindex.core.ports import (
     TombstonePlan,
     VersionPlan,
 )
-from govindex.core.records import Chunk, DeletionMode, SourceManifest
+from govindex.core.records import AclPolicy, Chunk, DeletionMode, SourceManifest
 from govindex.core.tokens import HEURISTIC, TokenEstimator
 from indexer.decisions import Incoming, decide_change, decide_deletion
+from indexer.facts import PARSER as FACTS_PARSER
+from indexer.facts import VERSION as FACTS_VERSION
+from indexer.facts import Facts, parse_facts
 from indexer.frontmatter import Frontmatter
 from indexer.graph import extract_edges
-from indexer.parsers import parse, parser_for
+from indexer.parsers import Parser, parse, parser_for
 from indexer.stamping import (
     StampContext,
     resolve_access,
@@ -78,8 +83,9 @@ def plan_change(
         content_hash=plan.content_hash,
         parser=plan.parser,
         parser_version=plan.parser_version,
-        acl=plan.chunks[0].acl if plan.chunks else (),
+        acl=tuple(sorted({p for chunk in plan.chunks for p in chunk.acl})),
         has_chunks=bool(plan.chunks),
+        restampable=plan.parser != FACTS_PARSER and "+facts." not in plan.parser_version,
     )
     return PlannedEvent(position, envelope, payload, plan, incoming)
 
@@ -115,10 +121,27 @@ def plan_version(
 ) -> VersionPlan:
     """Parse, chunk and stamp a new version (pure; fails with InvalidEvent, of which
     InvalidFrontmatter, or MissingAcl). `tokens` counts each chunk's `token_estimate`."""
-    parser = parser_for(manifest.parser, payload.path or payload.doc_id)
-    parsed = parse(parser, content)
-    frontmatter = Frontmatter.of(parsed.frontmatter)  # InvalidFrontmatter: never stamped
+    where = payload.path or payload.doc_id
+    mapping = manifest.fact_mapping(where)
+    parser = parser_for(manifest.parser, where)
+    # A mapped file is cut by its entries, not by its format's parser (a CDC row by both).
+    parsed = parse(parser, content) if mapping is None or mapping.table else None
+    frontmatter = Frontmatter.of(parsed.frontmatter if parsed else {})  # InvalidFrontmatter
     valid_from, valid_to = resolve_validity(manifest, payload, frontmatter)
+    facts = None
+    if mapping is not None:
+        facts = parse_facts(
+            mapping,
+            where,
+            content,
+            metadata=payload.metadata,
+            document_from=valid_from,
+            document_to=valid_to,
+            parsed=parsed,
+        )
+        parsed = facts.parsed
+    assert parsed is not None
+    parser_name, parser_version = facts_parser(mapping, parser)
     ctx = StampContext(
         manifest=manifest,
         event=payload,
@@ -126,14 +149,17 @@ def plan_version(
         valid_from=valid_from,
         valid_to=valid_to,
         recorded_at=now,
-        parser=parser.name,
-        parser_version=parser.version,
+        parser=parser_name,
+        parser_version=parser_version,
         index_generation=generation,
         evidence=frontmatter.evidence_types(),
         tokens=tokens,
         event_time=frontmatter.time("event_time"),
+        frontmatter=frontmatter,  # a timeline entry's own event time
     )
     chunks = stamp_chunks(ctx, parsed.chunks)
+    if facts is not None:
+        chunks = stamp_entries(chunks, facts, manifest)
     return VersionPlan(
         **payload.identity(),
         content_hash=payload.content_hash,
@@ -146,15 +172,57 @@ def plan_version(
         valid_to=valid_to,
         observed_at=payload.observed_at,
         recorded_at=now,
-        parser=parser.name,
-        parser_version=parser.version,
+        parser=parser_name,
+        parser_version=parser_version,
         chunks=chunks,
         version_id=version_id(payload.key, payload.sequence),
         edges=[
-            GraphEdge(e.subject, e.relation, e.object, e.subject_alias, e.object_alias)
-            for e in extract_edges(payload.source_id, payload.doc_id, frontmatter)
+            *(
+                GraphEdge(
+                    e.subject,
+                    e.relation,
+                    e.object,
+                    e.subject_alias,
+                    e.object_alias,
+                    event_time=ctx.event_time,  # the document's, whatever its entries say
+                )
+                for e in extract_edges(payload.source_id, payload.doc_id, frontmatter)
+            ),
+            *(facts.edges if facts else ()),
         ],
+        entities=facts.entities if facts else (),
     )
+
+
+def facts_parser(mapping: FactMapping | None, parser: Parser) -> tuple[str, str]:
+    """The parser a version records: a mapped file's is `facts`, and a mapped version's
+    carries the mapping's digest, so a changed mapping makes the next event a new version
+    (never a metadata-only re-stamp of facts the old mapping made)."""
+    if mapping is None:
+        return parser.name, parser.version
+    digest = sha256_hex(mapping.model_dump_json())[:12]
+    if mapping.table is not None:
+        return parser.name, f"{parser.version}+facts.{digest}"
+    return FACTS_PARSER, f"{FACTS_VERSION}+{digest}"
+
+
+def stamp_entries(chunks: Sequence[Chunk], facts: Facts, manifest: SourceManifest) -> list[Chunk]:
+    """Each entry's own time and ACL on its chunks (a source whose acl_policy is
+    manifest_only keeps its default ACL on every entry)."""
+    own_acl = manifest.acl_policy is not AclPolicy.MANIFEST_ONLY
+    out = []
+    for chunk in chunks:
+        stamp = facts.stamps.get(chunk.ordinal)
+        if stamp is None:
+            out.append(chunk)
+            continue
+        update: dict[str, object] = {"valid_from": stamp.valid_from or chunk.valid_from}
+        if stamp.event_time is not None:
+            update["event_time"] = stamp.event_time
+        if stamp.acl and own_acl:
+            update["acl"] = stamp.acl
+        out.append(chunk.model_copy(update=update))
+    return out
 
 
 # --- the steps of a unit of work --------------------------------------------------------

@@ -43,7 +43,8 @@ async def reparse(
     """Re-chunk current versions whose parser (or its version) is not today's.
 
     Access, validity and sequences are kept as they are: only the cut changes, and evidence
-    is stamped as a new version's would be (frontmatter, today's manifest rules, kinds).
+    is stamped as a new version's would be (frontmatter, today's manifest rules, kinds), as
+    are the event times of timeline entries.
     Postgres is swapped first under the document's row lock, then OpenSearch gets the new
     chunks and loses the replaced ones. `tokens` counts the new chunks' `token_estimate`.
     """
@@ -59,6 +60,11 @@ async def reparse(
             continue
         parser = parser_for(manifest.parser, row.path or row.doc_id)
         if (row.parser, row.parser_version) == (parser.name, parser.version):
+            report.unchanged += 1
+            continue
+        if manifest.fact_mapping(row.path or row.doc_id) is not None:
+            # Facts are cut by their entries and state edges per entry: a re-chunk would
+            # lose both. They change with the document's next version (or a replay).
             report.unchanged += 1
             continue
         try:
@@ -132,6 +138,7 @@ async def _restamp(
         evidence=frontmatter.evidence_types(),  # with today's rules: as a new version would
         tokens=tokens,
         event_time=frontmatter.time("event_time"),
+        frontmatter=frontmatter,  # a timeline entry's own event time
     )
     now = datetime.now(UTC)
     return [c.model_copy(update={"indexed_at": now}) for c in stamp_chunks(ctx, parsed.chunks)]

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from govindex.core.errors import InvalidEvent
+from govindex.core.facts import FactMapping
 from govindex.core.records import CdcSettings
 
 Op = Literal["upsert", "delete", "truncate"]
@@ -128,8 +129,30 @@ def acl_of(row: Mapping[str, Any], cdc: CdcSettings) -> list[str] | None:
     return [str(i).strip() for i in items if str(i).strip()] or None
 
 
-def translate(key: bytes | None, value: bytes | None, cdc: CdcSettings) -> RowChange | None:
-    """One Kafka record of a Debezium topic → one row change (None: nothing to do)."""
+def fact_columns(row: Mapping[str, Any], facts: FactMapping) -> dict[str, str]:
+    """The columns a fact mapping reads, as the event's metadata carries them: times in
+    ISO 8601 (Debezium writes epoch micros), lists comma-separated, the rest as text."""
+    times = facts.time_fields()
+    out: dict[str, str] = {}
+    for name in sorted(facts.fields()):
+        value = row.get(name)
+        if value is None:
+            continue
+        if name in times:
+            instant = when(value)
+            out[name] = instant.isoformat() if instant else ""
+        elif isinstance(value, list):
+            out[name] = ",".join(str(v) for v in value)
+        else:
+            out[name] = str(value)
+    return out
+
+
+def translate(
+    key: bytes | None, value: bytes | None, cdc: CdcSettings, facts: FactMapping | None = None
+) -> RowChange | None:
+    """One Kafka record of a Debezium topic → one row change (None: nothing to do); the
+    columns a fact mapping of the table reads travel in its metadata."""
     if value is None:  # the Kafka tombstone that follows a delete
         if key is None:
             return None
@@ -171,6 +194,9 @@ def translate(key: bytes | None, value: bytes | None, cdc: CdcSettings) -> RowCh
         acl=acl_of(after, cdc),
         valid_from=when(after.get(cdc.valid_from_column)) if cdc.valid_from_column else None,
         valid_to=when(after.get(cdc.valid_to_column)) if cdc.valid_to_column else None,
-        metadata={c: str(after[c]) for c in cdc.metadata_columns if after.get(c) is not None},
+        metadata={
+            **{c: str(after[c]) for c in cdc.metadata_columns if after.get(c) is not None},
+            **(fact_columns(after, facts) if facts else {}),
+        },
         snapshot=op == "r",
     )

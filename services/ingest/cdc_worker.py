@@ -40,7 +40,8 @@ async def apply_change(delivery: Delivery, source_id: str, ports: CdcPorts) -> i
         raise InvalidEvent(f"source {source_id!r} no longer has a cdc section")
     if not manifest.enabled:
         raise SourceDisabled(f"source {source_id!r} is disabled")
-    change = translate(delivery.key, delivery.value, manifest.cdc)
+    facts = next((m for m in manifest.facts if m.table == manifest.cdc.table), None)
+    change = translate(delivery.key, delivery.value, manifest.cdc, facts)
     tenant, source = manifest.tenant, manifest.source_id
     emitted = await _apply(change, manifest, ports) if change is not None else 0
     await ports.ledger.synced(tenant, source)  # the feed delivered: fresh as of now

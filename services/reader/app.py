@@ -41,6 +41,7 @@ def read_service(rt: Runtime) -> ReadService:
             cache=rt.cache,
             embedder=None if embedder is None else f"{embedder.name}/{embedder.version}",
             tokens=rt.tokens,
+            graph=rt.settings.graph,
         )
     )
 

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -37,6 +38,7 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from govindex.core.errors import TransientError
+from govindex.core.graph_templates import UnknownGraphTemplate
 from govindex.core.metrics import OTHER, observe_read
 from govindex.core.ports import (
     AUDIT_ENDPOINTS,
@@ -65,6 +67,7 @@ from reader.models import (
     ApiError,
     ChunkView,
     DerivedArtifact,
+    FieldError,
     Pack,
     PackRequest,
     RelationsRequest,
@@ -274,6 +277,18 @@ def _idempotency_key(request: web.Request) -> str | None:
     return key
 
 
+@contextmanager
+def _templates_held() -> Iterator[None]:
+    """A graph template this server does not hold: a 400 naming the field and the known
+    templates (which templates exist is the server's setting, not the wire model's)."""
+    try:
+        yield
+    except UnknownGraphTemplate as exc:
+        reason, field = str(exc), UnknownGraphTemplate.field
+        errors = [FieldError(field=field, reason=reason)]
+        raise ApiRefusal(400, "bad_request", reason, field, errors=errors) from None
+
+
 def _prove_tenant(request: web.Request, tenant: str, field: str) -> None:
     request[TRAIL].tenant = tenant
     try:
@@ -295,9 +310,14 @@ class _Routes:
 
     async def search(self, request: web.Request) -> web.Response:
         body = await parse_body(request, SearchRequest)
-        return _answered(request, await self.service.search(_as_admitted(request, body)))
+        with _templates_held():
+            return _answered(request, await self.service.search(_as_admitted(request, body)))
 
     async def pack(self, request: web.Request) -> web.Response:
+        with _templates_held():
+            return await self._pack(request)
+
+    async def _pack(self, request: web.Request) -> web.Response:
         key = _idempotency_key(request)
         body = await parse_body(request, PackRequest)
         admitted = _as_admitted(request, body)

@@ -30,20 +30,48 @@ def asked(request: RelationsRequest) -> tuple[str | None, bool, bool]:
     return relation, request.direction != "in", request.direction != "out"
 
 
-def relations_response(
-    request: RelationsRequest,
-    access: ReadAccess,
-    rows: Sequence[EdgeRow],
-    facts: Mapping[str, ChunkFacts],
-) -> RelationsResponse:
-    visible = [
+MAX_PEER_SUBJECTS = 50  # subjects whose other edges are read to mark contradictions
+MAX_PEER_EDGES = 50
+
+
+def peer_queries(entity: str, rows: Sequence[EdgeRow]) -> list[tuple[str, str]]:
+    """(subject, relation) whose edges to other objects may contradict a returned edge
+    into `entity`: asked from a team, its OWNED_BY edges' services may have other owners
+    at the same moment, which the team's own edges cannot show."""
+    wanted = {
+        (r.subject, r.relation)
+        for r in rows
+        if r.relation in SINGLE_VALUED and r.object == entity and r.subject != entity
+    }
+    return sorted(wanted)[:MAX_PEER_SUBJECTS]
+
+
+def _visible(
+    rows: Sequence[EdgeRow], facts: Mapping[str, ChunkFacts], access: ReadAccess
+) -> list[EdgeRow]:
+    return [
         r
         for r in rows
         if (found := facts.get(r.evidence_chunk_id)) is not None
         and found.chunk.tenant_id == access.tenant_id
         and refusal(found, access) is None
     ]
-    against = contradictions(visible)
+
+
+def relations_response(
+    request: RelationsRequest,
+    access: ReadAccess,
+    rows: Sequence[EdgeRow],
+    facts: Mapping[str, ChunkFacts],
+    peers: Sequence[EdgeRow] = (),
+) -> RelationsResponse:
+    """The visible edges, each marked with the visible edges it contradicts: among those
+    returned and the `peers` (the same subjects' other edges of a single-valued relation,
+    as visible to the caller as any edge, but not returned themselves)."""
+    visible = _visible(rows, facts, access)
+    returned = {r.edge_id for r in visible}
+    others = [r for r in _visible(peers, facts, access) if r.edge_id not in returned]
+    against = contradictions([*visible, *others])
     edges = [
         RelationEdge(
             edge_id=r.edge_id,
@@ -56,6 +84,9 @@ def relations_response(
             recorded_at=r.recorded_at,
             source_version=r.source_version,
             event_time=r.event_time,
+            confidence=r.confidence,
+            method=r.method,
+            unresolved=r.unresolved,
             evidence=anchor_of(facts[r.evidence_chunk_id].chunk),
             contradicts=against.get(r.edge_id, []),
         )

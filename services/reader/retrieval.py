@@ -17,6 +17,12 @@ from datetime import UTC, datetime
 import structlog
 
 from govindex.core.errors import TransientError
+from govindex.core.graph_templates import (
+    BUILTIN,
+    GraphRoute,
+    GraphTemplates,
+    GraphWalkStopped,
+)
 from govindex.core.metrics import observe_channel
 from govindex.core.ports import CandidateIndex, ChunkFacts, ReadAccess, ReadFilters, ReadSnapshot
 from govindex.core.records import Chunk
@@ -90,6 +96,13 @@ def graph_seeds(request: SearchRequest) -> list[str]:
     return [*structured_keys(request), *textual.terms(request.query)]
 
 
+def graph_routes(request: SearchRequest, graph: GraphTemplates) -> tuple[GraphRoute, ...]:
+    """The walks the request's graph spec asks for among the templates this server holds
+    (UnknownGraphTemplate, naming the known ones, for a template it does not)."""
+    spec = request.graph
+    return graph.routes(spec.templates, spec.relations, spec.hops)
+
+
 async def rank(
     request: SearchRequest,
     snap: ReadSnapshot,
@@ -98,27 +111,42 @@ async def rank(
     *,
     omissions: bool = False,
     evidence: Sequence[str] = (),
+    graph: GraphTemplates = BUILTIN,
 ) -> Ranked:
     """Every channel the request names (once each, in its order), gated, then fused.
 
-    A bm25 channel that cannot answer is reported in `degraded`; Postgres failing fails the
+    A bm25 channel that cannot answer is reported in `degraded`, and so is a graph walk the
+    statement timeout stopped (with a trace line saying so); Postgres failing fails the
     read (fail closed: OpenSearch alone never answers). Each channel's time is observed.
+    `graph`: the path templates the graph channel may walk (a request naming another is
+    refused with UnknownGraphTemplate before anything is read).
     `omissions`: also look for the versions the time predicate drops (`outside_valid_time`),
     so they can be reported as left out, with the reason, and never ranked. `evidence`: also
     find, for each of these evidence types, admitted chunks that can support it."""
     filters = filters_of(request)
+    graph_routes(request, graph)  # an unknown template is refused before anything is read
     paths: dict[str, tuple[str, ...]] = {}
     degraded: list[str] = []
+    stopped: list[TraceLine] = []
     raw: dict[str, list[str]] = {}
     for name in dict.fromkeys(request.channels):
         started = time.perf_counter()
         try:
-            raw[name] = await _channel(name, request, snap, access, filters, index, paths)
+            raw[name] = await _channel(name, request, snap, access, filters, index, paths, graph)
         except TransientError as exc:
             if name != "bm25":
                 raise  # Postgres itself: fail closed
             log.warning("read.channel_unavailable", channel=name, error=str(exc))
             degraded.append(name)
+        except GraphWalkStopped as exc:
+            # A walk too costly to finish: the read answers without it, and says so.
+            log.warning(
+                "read.graph_walk_stopped",
+                timeout_ms=graph.statement_timeout_ms,
+                tenant=access.tenant_id,
+            )
+            degraded.append(name)
+            stopped.append(TraceLine(stage=name, decision="stopped", reason=str(exc)))
         finally:
             observe_channel(name, time.perf_counter() - started, degraded=name in degraded)
     outside: list[str] = []
@@ -138,6 +166,7 @@ async def rank(
     found = {c for ids in raw.values() for c in ids}
     judged = verdicts(facts, access)
     ranked, trace = gate_channels(raw, facts, access, judged)
+    trace[:0] = stopped
     fused = fuse(ranked, {c: f.chunk for c, f in facts.items()}, RRF_K)
     refused = Counter[str](v[0] for c, v in judged.items() if v is not None and c in found)
     seen = [*[c for ids in raw.values() for c in ids], *outside, *sorted(extra - found)]
@@ -172,6 +201,7 @@ async def _channel(
     filters: ReadFilters,
     index: CandidateIndex | None,
     paths: dict[str, tuple[str, ...]],
+    graph: GraphTemplates,
 ) -> list[str]:
     """One channel's candidate ids, best first; a graph channel records each one's path."""
     window = request.window
@@ -195,9 +225,13 @@ async def _channel(
     if name == "dense":
         return await snap.dense(access, filters, query, window)
     if name == "graph":
-        spec = request.graph
         reached = await snap.graph(
-            access, filters, graph_seeds(request), spec.relations, spec.hops, window
+            access,
+            filters,
+            graph_seeds(request),
+            graph_routes(request, graph),
+            window,
+            statement_timeout_ms=graph.statement_timeout_ms,
         )
         for r in reached:
             paths.setdefault(r.chunk_id, r.path)

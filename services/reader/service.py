@@ -22,6 +22,7 @@ from typing import TypeAlias
 import structlog
 
 from govindex.core.errors import RejectedByStore, TransientError
+from govindex.core.graph_templates import BUILTIN, GraphTemplates
 from govindex.core.hashing import sha256_hex
 from govindex.core.metrics import observe_refusals
 from govindex.core.ports import (
@@ -54,7 +55,7 @@ from reader.models import (
     Versions,
 )
 from reader.packing import PACKER, assemble
-from reader.relations import asked, relations_response
+from reader.relations import MAX_PEER_EDGES, asked, peer_queries, relations_response
 from reader.retrieval import Ranked, rank, search_response, top_chunks
 
 log = structlog.get_logger(__name__)
@@ -82,6 +83,7 @@ class ReadPorts:
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     embedder: str | None = None  # the dense channel's model, name/version (packs name it)
     tokens: TokenEstimator = HEURISTIC  # counts budgets, as ingest counted token_estimate
+    graph: GraphTemplates = BUILTIN  # the path templates the graph channel may walk
 
 
 class ReadService:
@@ -144,10 +146,22 @@ class ReadService:
         relation, outgoing, incoming = asked(request)
         async with self.ports.store.snapshot() as snap:
             rows = await snap.relations(
-                access, request.entity, relation, outgoing, incoming, request.limit
+                access,
+                request.entity,
+                relation,
+                outgoing,
+                incoming,
+                request.limit,
+                request.object_type,
             )
-            facts = await snap.facts(sorted({r.evidence_chunk_id for r in rows}))
-        return relations_response(request, access, rows, facts)
+            peers = []  # what else the subjects hold of a one-at-a-time relation
+            for subject, relation in peer_queries(request.entity, rows):
+                peers += await snap.relations(
+                    access, subject, relation, True, False, MAX_PEER_EDGES
+                )
+            chunk_ids = {r.evidence_chunk_id for r in (*rows, *peers)}
+            facts = await snap.facts(sorted(chunk_ids))
+        return relations_response(request, access, rows, facts, peers)
 
     async def chunk(self, chunk_id: str, access: ReadAccess) -> ChunkFacts | None:
         """The chunk and its facts if it passes every gate at access.as_of; None otherwise
@@ -169,7 +183,13 @@ class ReadService:
     ) -> Ranked:
         access = request_access(request, now or self.ports.clock())
         return await rank(
-            request, snap, access, self.ports.index, omissions=omissions, evidence=evidence
+            request,
+            snap,
+            access,
+            self.ports.index,
+            omissions=omissions,
+            evidence=evidence,
+            graph=self.ports.graph,
         )
 
     def _versions(self) -> Versions:

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 from kafka import KafkaProducer
 
 from govindex.adapters.kafka import ensure_topics
 from govindex.core import events
-from tests.support.cdc import DEBEZIUM_SHAPE
+from tests.support.cdc import DEBEZIUM_SHAPE, Cdc
 from tests.support.pipeline import Pipeline, query, until
 
 pytestmark = pytest.mark.e2e
@@ -27,53 +26,6 @@ async def settle(p: Pipeline, source: str, expected: set[str]) -> None:
         f"active documents {sorted(expected)}",
     )
     await p.wait_caught_up(source)
-
-
-class Cdc:
-    def __init__(self, p: Pipeline, topic: str) -> None:
-        assert p.settings.kafka_bootstrap
-        self.p, self.topic = p, topic
-        self.producer = KafkaProducer(bootstrap_servers=p.settings.kafka_bootstrap)
-        self.shipped = 0
-        self.kept: list[tuple[bytes | None, bytes | None]] = []
-
-    async def sql(self, statement: str, *params: Any) -> None:
-        async with self.p.pool.connection() as conn:
-            await conn.execute(statement, params or None)
-
-    async def ship(
-        self, *, wrap: bool = False, tombstones: bool = False, hold_back: int = 0
-    ) -> None:
-        """Send new outbox rows as Debezium would; `hold_back` keeps the last N to replay
-        late (out of order)."""
-        async with self.p.pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT id, key, value FROM cdc_outbox WHERE id > %s ORDER BY id", (self.shipped,)
-            )
-            rows = await cur.fetchall()
-        for n, (row_id, key, value) in enumerate(rows):
-            self.shipped = row_id
-            k = (
-                json.dumps({"schema": {"type": "struct"}, "payload": key} if wrap else key).encode()
-                if key
-                else None
-            )
-            v = json.dumps(
-                {"schema": {"type": "struct"}, "payload": value} if wrap else value
-            ).encode()
-            if n >= len(rows) - hold_back:
-                self.kept.append((k, v))
-                continue
-            self.producer.send(self.topic, key=k, value=v)
-            if tombstones and value["op"] == "d":
-                self.producer.send(self.topic, key=k, value=None)
-        self.producer.flush()
-
-    def replay_kept(self) -> None:
-        for k, v in self.kept:
-            self.producer.send(self.topic, key=k, value=v)
-        self.producer.flush()
-        self.kept.clear()
 
 
 async def test_row_inserts_updates_deletes_and_truncate_become_document_changes(

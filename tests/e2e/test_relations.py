@@ -117,6 +117,12 @@ async def test_an_edge_whose_evidence_is_hidden_is_never_returned_and_two_owners
         assert set(by_owner) == {"team:team-a", "team:team-hr"}
         a, hr = by_owner["team:team-a"], by_owner["team:team-hr"]
         assert a.contradicts == [hr.edge_id] and hr.contradicts == [a.edge_id]
+        # Asked from one owner, its edge still names the other owner's edge, read backwards.
+        (owns,) = (await both.relations("team:team-a", relation="OWNS")).edges
+        assert owns.edge_id == a.edge_id and owns.contradicts == [hr.edge_id]
+    async with _client(p, url, "group:eng") as eng:
+        (owns,) = (await eng.relations("team:team-a", relation="OWNS")).edges
+        assert owns.contradicts == []  # the hidden owner's edge is not even named
 
     async with p.pool.connection() as conn:
         cur = await conn.execute(
@@ -125,4 +131,4 @@ async def test_an_edge_whose_evidence_is_hidden_is_never_returned_and_two_owners
             (p.tenant,),
         )
         rows = await cur.fetchall()
-    assert len(rows) == 3 and all(endpoint == "relations" for endpoint, _ in rows)
+    assert len(rows) == 5 and all(endpoint == "relations" for endpoint, _ in rows)

@@ -8,6 +8,8 @@ from typing import Any
 import psycopg
 from kafka import KafkaProducer
 
+from tests.support.pipeline import Pipeline
+
 # Row-level triggers write each change in Debezium's envelope (before, after, source with the
 # change's LSN, op, ts_ms) to an outbox: real row changes, Debezium's shape.
 DEBEZIUM_SHAPE = """
@@ -67,3 +69,50 @@ def ship_rows(dsn: str, bootstrap: str, topic: str, after_id: int = 0) -> int:
 
 def _json(value: Any) -> bytes | None:
     return json.dumps(value).encode() if value is not None else None
+
+
+class Cdc:
+    def __init__(self, p: Pipeline, topic: str) -> None:
+        assert p.settings.kafka_bootstrap
+        self.p, self.topic = p, topic
+        self.producer = KafkaProducer(bootstrap_servers=p.settings.kafka_bootstrap)
+        self.shipped = 0
+        self.kept: list[tuple[bytes | None, bytes | None]] = []
+
+    async def sql(self, statement: str, *params: Any) -> None:
+        async with self.p.pool.connection() as conn:
+            await conn.execute(statement, params or None)
+
+    async def ship(
+        self, *, wrap: bool = False, tombstones: bool = False, hold_back: int = 0
+    ) -> None:
+        """Send new outbox rows as Debezium would; `hold_back` keeps the last N to replay
+        late (out of order)."""
+        async with self.p.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT id, key, value FROM cdc_outbox WHERE id > %s ORDER BY id", (self.shipped,)
+            )
+            rows = await cur.fetchall()
+        for n, (row_id, key, value) in enumerate(rows):
+            self.shipped = row_id
+            k = (
+                json.dumps({"schema": {"type": "struct"}, "payload": key} if wrap else key).encode()
+                if key
+                else None
+            )
+            v = json.dumps(
+                {"schema": {"type": "struct"}, "payload": value} if wrap else value
+            ).encode()
+            if n >= len(rows) - hold_back:
+                self.kept.append((k, v))
+                continue
+            self.producer.send(self.topic, key=k, value=v)
+            if tombstones and value["op"] == "d":
+                self.producer.send(self.topic, key=k, value=None)
+        self.producer.flush()
+
+    def replay_kept(self) -> None:
+        for k, v in self.kept:
+            self.producer.send(self.topic, key=k, value=v)
+        self.producer.flush()
+        self.kept.clear()

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from govindex.core.errors import InvalidEvent
+from govindex.core.facts import FactMapping
 from govindex.core.records import CdcSettings
 from ingest.cdc import position, translate, when
 
@@ -126,3 +127,28 @@ def test_a_change_event_nested_thousands_deep_is_an_invalid_event() -> None:
         translate(None, deep, CDC)
     with pytest.raises(InvalidEvent, match="not JSON"):
         translate(deep, None, CDC)
+
+
+def test_the_columns_a_fact_mapping_reads_travel_as_metadata_times_in_iso() -> None:
+    facts = FactMapping.model_validate(
+        {
+            "name": "runbook-owners",
+            "table": "public.runbooks",
+            "relations": [
+                {
+                    "subject": {"type": "document", "id": "title"},
+                    "relation": "OWNED_BY",
+                    "object": {"type": "team", "id": "owner"},
+                }
+            ],
+            "event_time": "effective_from",
+            "acl": "acl",
+        }
+    )
+    change = translate(b'{"id": 7}', json.dumps(envelope("c", None, ROW)).encode(), CDC, facts)
+    assert change is not None and change.metadata == {
+        "owner": "data",
+        "title": "Failover",
+        "effective_from": "2025-03-01T00:00:00+00:00",  # Debezium's epoch micros, as a time
+        "acl": "group:sre",
+    }

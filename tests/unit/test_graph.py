@@ -48,3 +48,17 @@ def test_alerts_hang_off_their_service_or_their_document() -> None:
     }
     alone = extract_edges("rb", "KubeHpaMaxedOut.md", {"alerts": "KubeHpaMaxedOut"})
     assert [(e.relation, e.object) for e in alone] == [("ABOUT", "alert:kubehpamaxedout")]
+
+
+def test_depends_on_and_deployed_as_state_edges_from_the_service() -> None:
+    fm = {"service": "payment-api", "depends_on": ["ledger", "Fraud Check"], "deployed_as": "d-7"}
+    edges = {(e.subject, e.relation, e.object) for e in extract_edges("s", "deploys/d7.md", fm)}
+    assert {
+        ("service:payment-api", "DEPENDS_ON", "service:ledger"),
+        ("service:payment-api", "DEPENDS_ON", "service:fraud-check"),
+        ("service:payment-api", "DEPLOYED_AS", "deployment:d-7"),
+    } <= edges
+    alone = extract_edges("s", "notes.md", {"depends_on": "ledger"})
+    assert [(e.subject, e.relation, e.object) for e in alone] == [
+        ("document:s/notes.md", "DEPENDS_ON", "service:ledger")
+    ]

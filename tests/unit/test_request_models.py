@@ -20,6 +20,7 @@ from govindex.control.job_requests import (
     ResetTarget,
 )
 from govindex.core.inputs import QUOTE_LIMIT, Line, control_at
+from govindex_client._types import RELATION_NAMES
 from reader.models import (
     MAX_HYDRATED,
     MAX_ITEMS,
@@ -37,6 +38,7 @@ SEARCH: dict[str, Any] = {
     "query": "orders-db failover",
 }
 CONTROLS = ["\x00", "\x01", "\x1b", "\x7f", "\x85"]
+RELATIONS_KNOWN = sorted(RELATION_NAMES)
 
 
 def _refusal(model: type[BaseModel], body: Any) -> tuple[str, str]:
@@ -59,7 +61,10 @@ PLACES: dict[str, Any] = {
     "filters.labels.0": lambda v: _with(filters={"labels": [f"key:{v}"]}),
     "filters.path_prefix": lambda v: _with(filters={"path_prefix": f"runbooks/{v}"}),
     "filters.sources.0": lambda v: _with(filters={"sources": [f"git{v}"]}),
-    "graph.relations.0": lambda v: _with(graph={"relations": [f"owns{v}"]}),
+    # A relation of the vocabulary with the character after it: refused for the character,
+    # before the vocabulary is consulted (test_a_control_character_in_a_relation_...).
+    "graph.relations.0": lambda v: _with(graph={"relations": [f"OWNS{v}"]}),
+    "graph.templates.0": lambda v: _with(graph={"templates": [f"owner{v}"]}),
     "tenant": lambda v: _with(tenant=f"acme{v}"),
     "purpose": lambda v: _with(purpose=f"support{v}"),
     "query": lambda v: _with(query=f"orders{v}db"),
@@ -105,7 +110,13 @@ BOUNDS: dict[str, Any] = {
     "filters.labels": _with(filters={"labels": [f"l{n}" for n in range(65)]}),
     "filters.sources": _with(filters={"sources": [f"s{n}" for n in range(65)]}),
     "filters.kinds": _with(filters={"kinds": ["section"] * 100}),
-    "graph.relations": _with(graph={"relations": [f"r{n}" for n in range(33)]}),
+    # Names of the vocabulary, repeated: the count is what is refused, not a name.
+    "graph.relations": _with(
+        graph={"relations": [RELATIONS_KNOWN[n % len(RELATIONS_KNOWN)] for n in range(33)]}
+    ),
+    "graph.relations.0": _with(graph={"relations": ["R" * 129]}),
+    "graph.templates": _with(graph={"templates": [f"t{n}" for n in range(17)]}),
+    "graph.templates.0": _with(graph={"templates": ["t" * 65]}),
     "channels": _with(channels=["bm25"] * 6),
     "subject.principals.0": _with(subject={"principals": ["u" * 257]}),
     "entities.0": _with(entities=["e" * 513]),
@@ -120,6 +131,32 @@ BOUNDS: dict[str, Any] = {
 @pytest.mark.parametrize("field", sorted(BOUNDS))
 def test_every_list_and_string_a_search_carries_is_bounded(field: str) -> None:
     assert _refusal(SearchRequest, BOUNDS[field])[0] == field
+
+
+def test_the_bounded_graph_fields_take_values_up_to_their_bounds() -> None:
+    at_bounds = _with(
+        graph={
+            "relations": [RELATIONS_KNOWN[n % len(RELATIONS_KNOWN)] for n in range(32)],
+            "templates": [f"t{n}" for n in range(16)],
+        }
+    )
+    taken = SearchRequest.model_validate_json(json.dumps(at_bounds), strict=True)
+    assert len(taken.graph.relations) == 32 and len(taken.graph.templates) == 16
+    for place in ("graph.relations.0", "graph.templates.0"):
+        SearchRequest.model_validate_json(json.dumps(PLACES[place]("")), strict=True)
+
+
+def test_a_relation_outside_the_vocabulary_is_refused_naming_it_and_the_vocabulary() -> None:
+    for model in (SearchRequest, PackRequest):
+        where, message = _refusal(model, _with(graph={"relations": ["OWNS", "LIKES"]}))
+        assert where == "graph.relations.1"
+        assert "unknown relation 'LIKES'" in message and "OWNED_BY" in message
+
+
+def test_a_control_character_in_a_relation_is_refused_as_one_not_as_an_unknown_name() -> None:
+    where, message = _refusal(SearchRequest, PLACES["graph.relations.0"]("\x00"))
+    assert where == "graph.relations.0" and "U+0000" in message
+    assert "unknown relation" not in message
 
 
 def test_pack_sizes_that_decide_work_are_bounded() -> None:

@@ -259,6 +259,14 @@ def relations_command(
     direction: Annotated[
         str, typer.Option(metavar="D", help="out (the entity is the subject), in, or both.")
     ] = "both",
+    object_type: Annotated[
+        str | None,
+        typer.Option(
+            "--object-type",
+            metavar="TYPE",
+            help="Only edges whose other end is of this type (team, deployment, ...).",
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
     state_dir: StateDir = DEFAULT_DIR,
     log_level: LogLevel = "WARNING",
@@ -266,8 +274,10 @@ def relations_command(
     """Show an entity's relations at a moment, each with its evidence.
 
     Every edge valid at --as-of (and held at --known-at) whose evidence chunk the caller may
-    see: its validity window, the document version that states it, and the edges it
-    contradicts (two owners at once are both shown, marked).
+    see: its validity window, when it happened, the document version and chunk that state
+    it, how it was extracted (frontmatter, or a fact mapping with its confidence), whether
+    its other end is unresolved, and the edges it contradicts (two owners at once are both
+    shown, marked).
 
         govindex relations service:payment-api --relation OWNED_BY --tenant acme \\
             --principal group:sre --purpose incident-response --as-of 2025-03-01T02:05:00Z
@@ -283,6 +293,7 @@ def relations_command(
         entity=entity,
         relation=relation,
         direction=direction,
+        object_type=object_type,
     )
     found = with_runtime(settings, lambda rt: read_service(rt).relations(request))
     if json_out:
@@ -292,9 +303,13 @@ def relations_command(
     for e in found.edges:
         until = when(e.valid_to) or "open"
         against = f"  contradicts {', '.join(e.contradicts)}" if e.contradicts else ""
+        happened = f"  happened {when(e.event_time)}" if e.event_time else ""
+        how = e.method if e.confidence == 1 else f"{e.method} {e.confidence:.2f}"
+        loose = "  (unresolved)" if e.unresolved else ""
         console.print(
-            f"  {e.subject} {e.relation} {e.object}  valid {when(e.valid_from)} to {until}  "
-            f"({e.evidence.source_id}/{e.evidence.doc_id} {e.source_version}){against}",
+            f"  {e.subject} {e.relation} {e.object}{loose}  valid {when(e.valid_from)} to "
+            f"{until}{happened}  ({e.evidence.source_id}/{e.evidence.locator} "
+            f"{e.source_version}, {how}){against}",
             soft_wrap=True,
         )
     return 0

@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from govindex.core.facts import MAX_FACT_MAPPINGS, FactMapping, check_relations
 from govindex.core.inputs import has_control, quote
 from govindex.core.links import template_problem
 from govindex.core.paths import check_patterns, selected
@@ -294,6 +295,22 @@ class SourceManifest(BaseModel):
         "path selects (of its kinds only, when it names kinds); added to what a "
         "document's frontmatter and a chunk's kind say",
     )
+    facts: list[FactMapping] = Field(
+        default_factory=list,
+        max_length=MAX_FACT_MAPPINGS,
+        description="structured files or CDC tables whose entries are facts: each entry a "
+        "fact chunk, with the entities it names and the relations it states "
+        "(docs/sources/facts.md)",
+    )
+    relations: dict[
+        Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]{0,63}$")],
+        Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]{0,63}$")] | None,
+    ] = Field(
+        default_factory=dict,
+        max_length=32,
+        description="relations this source's fact mappings state beyond the vocabulary: "
+        "name to the name it reads backwards (or null)",
+    )
 
     @field_validator("web_url")
     @classmethod
@@ -317,6 +334,33 @@ class SourceManifest(BaseModel):
         if self.acl_policy is AclPolicy.MANIFEST_ONLY and not self.default_acl:
             raise ValueError("acl_policy manifest_only needs a default_acl")
         return self
+
+    @model_validator(mode="after")
+    def _facts_fit_the_source(self) -> SourceManifest:
+        check_relations(self.facts, self.relations)
+        for mapping in self.facts:
+            if (mapping.table is not None) != (self.source_type is SourceType.CDC):
+                raise ValueError(
+                    f"fact mapping {mapping.name!r}: a cdc source maps its `table`, a git or "
+                    "folder source maps files by `paths`"
+                )
+            if mapping.table is not None and self.cdc and mapping.table != self.cdc.table:
+                raise ValueError(
+                    f"fact mapping {mapping.name!r} maps table {mapping.table!r}, but this "
+                    f"source reads {self.cdc.table!r}"
+                )
+        if len({m.name for m in self.facts}) != len(self.facts):
+            raise ValueError("fact mappings need distinct names")
+        return self
+
+    def fact_mapping(self, path: str) -> FactMapping | None:
+        """The first mapping that selects a file path or a CDC row's document id."""
+        for mapping in self.facts:
+            if mapping.paths is not None and selected(path, mapping.paths, ()):
+                return mapping
+            if mapping.table is not None and path.startswith(mapping.table + "/"):
+                return mapping
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from govindex.core import tokens
 from govindex.core.errors import StackNotRunning
+from govindex.core.graph_templates import (
+    DEFAULT_STATEMENT_TIMEOUT_MS,
+    MAX_DECLARED,
+    MAX_STEPS,
+    GraphStep,
+    GraphTemplates,
+)
+from govindex_client._types import GRAPH_TEMPLATE, quote
 
 DEFAULT_STATE_DIR = Path(".govindex")
 STACK_FILE = "stack.json"
@@ -269,6 +278,31 @@ class Settings(BaseSettings):
         le=1,
         description="Cosine similarity under which the dense channel returns nothing for a chunk.",
     )
+    graph_templates: dict[str, list[GraphStep]] = Field(
+        default_factory=dict,
+        description=f"At most {MAX_DECLARED} path templates the graph channel may walk, "
+        "added to the built-in ones (a built-in name is replaced), as JSON: "
+        '`{"service_owner": [{"relation": "OWNED_BY", "to": "team"}], "team_runbooks": '
+        '[{"relation": "OWNS", "to": "service"}, {"relation": "GOVERNED_BY", "to": '
+        '"document"}]}`. A template has 1 or 2 steps; a step walks one relation of the '
+        "vocabulary the way its name reads (OWNS: OWNED_BY backwards, from the team; "
+        '`"direction": "in"` reads it the other way) and, with `to`, only to entities of '
+        "that type (the prefix of the entity id). Names: lower-case letters, digits, `_` "
+        "and `-`, at most 64. A request names templates in `graph.templates`.",
+    )
+    graph_default_templates: list[str] | None = Field(
+        default=None,
+        description="The templates a request that names none walks (built-in or declared in "
+        "GOVINDEX_GRAPH_TEMPLATES); not set: every built-in one.",
+    )
+    graph_statement_timeout_ms: int = Field(
+        default=DEFAULT_STATEMENT_TIMEOUT_MS,
+        ge=1,
+        le=600_000,
+        description="Each statement of a graph walk runs under this PostgreSQL statement "
+        "timeout; a walk that passes it is stopped and the read answers without the graph "
+        "channel (named in `degraded`, with a trace line saying why).",
+    )
     audit_retention_days: int = Field(
         default=90,
         ge=1,
@@ -290,6 +324,43 @@ class Settings(BaseSettings):
             return tokens.check_spec(spec)
         except tokens.TokenizerError as exc:
             raise ValueError(f"{tokens.SETTING}={spec!r} is refused: {exc}") from None
+
+    @field_validator("graph_templates")
+    @classmethod
+    def _template_names(cls, declared: dict[str, list[GraphStep]]) -> dict[str, list[GraphStep]]:
+        if len(declared) > MAX_DECLARED:
+            raise ValueError(
+                f"GOVINDEX_GRAPH_TEMPLATES declares {len(declared)} templates; at most "
+                f"{MAX_DECLARED}"
+            )
+        for name, steps in declared.items():
+            if not re.fullmatch(GRAPH_TEMPLATE, name):
+                raise ValueError(
+                    f"GOVINDEX_GRAPH_TEMPLATES: the name {quote(name)} is refused: lower-case "
+                    "letters, digits, '_' and '-', at most 64"
+                )
+            if not 1 <= len(steps) <= MAX_STEPS:
+                raise ValueError(
+                    f"GOVINDEX_GRAPH_TEMPLATES: the template {quote(name)} has {len(steps)} "
+                    f"steps; a template has 1 to {MAX_STEPS}"
+                )
+        return declared
+
+    @model_validator(mode="after")
+    def _usable_graph_templates(self) -> Settings:
+        # Refused when the process starts, not on the first read that walks the graph.
+        try:
+            GraphTemplates.of(self.graph_templates, self.graph_default_templates)
+        except ValueError as exc:
+            raise ValueError(f"GOVINDEX_GRAPH_DEFAULT_TEMPLATES is refused: {exc}") from None
+        return self
+
+    @property
+    def graph(self) -> GraphTemplates:
+        """The graph channel's templates, default templates and statement timeout."""
+        return GraphTemplates.of(
+            self.graph_templates, self.graph_default_templates, self.graph_statement_timeout_ms
+        )
 
     @property
     def topics(self) -> Topics:

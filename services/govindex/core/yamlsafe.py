@@ -175,6 +175,52 @@ def load_all(text: str, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_DEPT
     return documents
 
 
+def load_entries(
+    text: str, items: tuple[str, ...] = (), *, max_nodes: int = MAX_NODES
+) -> list[tuple[Any, int, int]]:
+    """The entries of a YAML text with the span [start, end) each is written at: in every
+    document, the list at the key path `items` (its items), else a top-level list (its
+    items) or the document itself. A document without that path has no entries."""
+    loader = _loader(text, max_nodes, MAX_DEPTH)
+    entries: list[tuple[Any, int, int]] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            value = loader.construct_document(node)
+            for key in items:
+                found = _child(node, key)
+                value = value.get(key) if isinstance(value, dict) else None
+                if found is None or value is None:
+                    break
+                node = found
+            else:
+                if isinstance(node, SequenceNode) and isinstance(value, list):
+                    entries += [
+                        (v, n.start_mark.index, n.end_mark.index)
+                        for v, n in zip(value, node.value, strict=True)
+                    ]
+                elif not items or isinstance(node, MappingNode):
+                    entries.append((value, node.start_mark.index, node.end_mark.index))
+    except YamlRefused:
+        raise
+    except yaml.YAMLError as exc:
+        raise _refused(exc) from None
+    except Exception as exc:  # as in `load`
+        raise _constructed(exc) from None
+    return entries
+
+
+def _child(node: Node, key: str) -> Node | None:
+    if not isinstance(node, MappingNode):
+        return None
+    for k, v in node.value:
+        if isinstance(k, ScalarNode) and k.value == key:
+            return v  # type: ignore[no-any-return]
+    return None
+
+
 def _refused(exc: yaml.YAMLError) -> YamlRefused:
     """The parser's own words, cut short: a problem may quote a tag or a character run."""
     if isinstance(exc, yaml.MarkedYAMLError):

@@ -42,6 +42,7 @@ class ChunkKind(StrEnum):
     RESOURCE = "resource"
     BLOCK = "block"
     PARAGRAPH = "paragraph"
+    FACT = "fact"  # one entry of a structured source a fact mapping reads
 
 
 # An evidence type a chunk can support (deployment_record, root_cause, …): one rule for the
@@ -123,6 +124,10 @@ RELATIONS: dict[str, str | None] = {
     "FIRES": "FIRED_BY",  # service -> alert
     "ABOUT": None,  # document -> anything it is about
 }
+# A graph path template's name (the templates are the server's: `graph.templates` names
+# them), and how many one request may name.
+GRAPH_TEMPLATE = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+MAX_GRAPH_TEMPLATES = 16
 # Relations a subject holds one object of at a time: two at once contradict each other.
 SINGLE_VALUED = frozenset({"OWNED_BY"})
 INVERSES: dict[str, str] = {inverse: name for name, inverse in RELATIONS.items() if inverse}

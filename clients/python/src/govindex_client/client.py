@@ -109,6 +109,7 @@ class RelationOptions(Asking, total=False):
     known_at: datetime
     relation: str | None
     direction: Literal["out", "in", "both"]
+    object_type: str | None
     limit: int
 
 

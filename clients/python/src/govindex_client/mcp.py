@@ -182,13 +182,24 @@ def build_server(config: McpConfig, client: AsyncGovindexClient | None = None) -
             Literal["out", "in", "both"],
             Field(description="out: the entity is the subject; in: the object"),
         ] = "both",
+        object_type: Annotated[
+            str | None,
+            Field(description="only edges whose other end is of this type (team, deployment)"),
+        ] = None,
         as_of: AsOf = None,
     ) -> RelationsResponse:
-        """The entity's relations at as_of: who owns it, what it depends on, which incidents
-        affected it; each edge with its validity window, its evidence anchor and the edges
-        it contradicts (two owners at once are both returned, marked)."""
+        """The entity's relations at as_of: who owns it, what it depends on, which
+        deployments it had, which incidents affected it; each edge with its validity window,
+        when it happened, its evidence anchor and the edges it contradicts (two owners at
+        once are both returned, marked)."""
         return await _answer(
-            reader.relations(entity, relation=relation, direction=direction, as_of=as_of)
+            reader.relations(
+                entity,
+                relation=relation,
+                direction=direction,
+                object_type=object_type,
+                as_of=as_of,
+            )
         )
 
     async def verify_pack(

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
     ConfigDict,
@@ -23,6 +24,8 @@ from pydantic import (
 
 from govindex_client._types import (
     EVIDENCE_TYPE,
+    GRAPH_TEMPLATE,
+    MAX_GRAPH_TEMPLATES,
     PLAIN_TEXT,
     SINGLE_LINE,
     SLUG,
@@ -197,13 +200,40 @@ class Filters(BaseModel):
     )
 
 
+def _in_vocabulary(relation: str) -> str:
+    stored_relation(relation)  # a ValueError names the vocabulary
+    return relation
+
+
 class GraphSpec(BaseModel):
-    """Which relations graph expansion may walk (empty: any) and how far."""
+    """Which walks graph expansion takes from the seed entities, and how far.
+
+    The server walks only path templates it approves (`GOVINDEX_GRAPH_TEMPLATES`, added to
+    its built-in ones): those `templates` names, or its default ones when it names none. A
+    template's step walks one relation in one direction, optionally only to one entity type,
+    and every edge walked needs evidence the caller may see.
+    """
 
     model_config = _WIRE
 
-    relations: list[Relation] = Field(default_factory=list, max_length=MAX_RELATIONS)
-    hops: int = Field(default=2, ge=0, le=2)
+    templates: list[Annotated[str, Field(pattern=GRAPH_TEMPLATE)]] = Field(
+        default_factory=list,
+        max_length=MAX_GRAPH_TEMPLATES,
+        description="path templates to walk, by name; empty: the server's default ones "
+        "(unless `relations` are named). A name the server does not hold is a 400 listing "
+        "the ones it does",
+    )
+    relations: list[Annotated[Relation, AfterValidator(_in_vocabulary)]] = Field(
+        default_factory=list,
+        max_length=MAX_RELATIONS,
+        description="relations of the vocabulary, each walked only the way its name reads "
+        "(OWNED_BY from a service to its team, OWNS from a team to what it owns). Without "
+        "`templates`: walk only these, up to `hops` steps; with them: a template walks only "
+        "the steps these allow",
+    )
+    hops: int = Field(
+        default=2, ge=0, le=2, description="at most this many steps of any walk (0: no walk)"
+    )
 
 
 class Hydration(BaseModel):
@@ -431,7 +461,9 @@ class SearchResponse(BaseModel):
     known_at: datetime | None
     hits: list[Hit]
     degraded: list[str] = Field(
-        default_factory=list, description="channels that could not answer (e.g. bm25)"
+        default_factory=list,
+        description="channels that could not answer: bm25 when the index is down, graph "
+        "when its walk ran past the statement timeout",
     )
     cached: bool = False
     trace: list[TraceLine] | None = None
@@ -679,6 +711,10 @@ class RelationsRequest(Scoped):
     direction: Literal["out", "in", "both"] = Field(
         default="both", description="out: the entity is the subject; in: the object"
     )
+    object_type: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")] | None = Field(
+        default=None,
+        description="only edges whose other end is of this type (team, deployment, …)",
+    )
     limit: int = Field(default=50, ge=1, le=500)
 
     @field_validator("relation")
@@ -705,6 +741,16 @@ class RelationEdge(BaseModel):
     source_version: str
     event_time: datetime | None = Field(
         default=None, description="when the event the edge records happened, if known"
+    )
+    confidence: float = Field(default=1.0, description="how sure its extraction is, (0, 1]")
+    method: str = Field(
+        default="frontmatter",
+        description="how it was extracted: frontmatter, or facts:<mapping> (a fact mapping)",
+    )
+    unresolved: bool = Field(
+        default=False,
+        description="the other end is an id no fact entry declares: kept as written, never "
+        "merged with another by name",
     )
     evidence: Anchor = Field(description="the chunk that states the edge")
     contradicts: list[str] = Field(

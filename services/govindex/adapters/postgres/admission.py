@@ -49,6 +49,18 @@ FILTERED: LiteralString = """
     AND (%(event_to)s::timestamptz IS NULL OR c.event_time < %(event_to)s)
 """
 
+# An edge (`e`, graph_edges) that holds at as_of and is held at known_at. Without known_at,
+# an edge with its own window (a fact entry's validity fields) counts only while its
+# version is current: a newer version's rows restate the history, and the old row's
+# window was what it said then. Every other edge is ended by its next version, so its
+# superseded copies are the valid-time history.
+EDGE_HELD: LiteralString = """
+    e.valid_from <= %(as_of)s AND (e.valid_to IS NULL OR e.valid_to > %(as_of)s)
+    AND (CASE WHEN %(known_at)s::timestamptz IS NULL
+              THEN (NOT e.own_time OR e.superseded_at IS NULL)
+              ELSE e.recorded_at <= %(known_at)s
+                   AND (e.superseded_at IS NULL OR e.superseded_at > %(known_at)s) END)"""
+
 WHERE_ADMISSIBLE: LiteralString = " WHERE " + ADMISSIBLE + FILTERED
 WHERE_OUTSIDE_VALID_TIME: LiteralString = " WHERE " + OUTSIDE_VALID_TIME + FILTERED
 

@@ -18,12 +18,14 @@ from typing import Any, LiteralString
 
 import numpy as np
 from psycopg import AsyncConnection, sql
+from psycopg.errors import QueryCanceled
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from govindex.adapters.postgres.admission import (
     ACCESS,
     ADMISSIBLE,
+    EDGE_HELD,
     HELD,
     VALID_AT,
     WHERE_ADMISSIBLE,
@@ -32,6 +34,7 @@ from govindex.adapters.postgres.admission import (
 )
 from govindex.adapters.postgres.chunks import CHUNK_COLUMNS, insert_vectors
 from govindex.adapters.postgres.tx import transaction
+from govindex.core.graph_templates import GraphRoute, GraphWalkStopped
 from govindex.core.ports import (
     ChunkFacts,
     EdgeFact,
@@ -153,22 +156,26 @@ class PostgresReadSnapshot:
         outgoing: bool,
         incoming: bool,
         limit: int,
+        other_type: str | None = None,
     ) -> list[EdgeRow]:
         """The entity's edges (as subject when `outgoing`, as object when `incoming`) valid
         at as_of and held at known_at, whose evidence chunk the subject may see."""
         cur = await self._conn.execute(
             "SELECT e.edge_id, e.subject, e.relation, e.object, e.valid_from, e.valid_to, "
-            " e.recorded_at, e.source_version, e.evidence_chunk_id, e.event_time "
+            " e.recorded_at, e.source_version, e.evidence_chunk_id, e.event_time, "
+            " e.confidence, e.method, NOT coalesce(other.declared, false) "
             "FROM graph_edges e "
             "JOIN chunks c ON c.chunk_id = e.evidence_chunk_id "
+            "LEFT JOIN graph_entities other ON other.tenant_id = e.tenant_id AND "
+            " other.entity_id = CASE WHEN e.subject = %(entity)s THEN e.object "
+            " ELSE e.subject END "
             "WHERE e.tenant_id = %(tenant)s AND ((%(outgoing)s AND e.subject = %(entity)s) "
             " OR (%(incoming)s AND e.object = %(entity)s)) "
             " AND (%(relation)s::text IS NULL OR e.relation = %(relation)s) "
-            " AND e.valid_from <= %(as_of)s AND (e.valid_to IS NULL OR e.valid_to > %(as_of)s) "
-            " AND (%(known_at)s::timestamptz IS NULL OR (e.recorded_at <= %(known_at)s "
-            "  AND (e.superseded_at IS NULL OR e.superseded_at > %(known_at)s))) "
-            " AND " + ADMISSIBLE + " ORDER BY e.relation, e.valid_from, e.edge_id "
-            "LIMIT %(limit)s",
+            " AND (%(other_type)s::text IS NULL OR split_part(CASE WHEN e.subject = "
+            "  %(entity)s THEN e.object ELSE e.subject END, ':', 1) = %(other_type)s) "
+            " AND " + EDGE_HELD + " AND " + ADMISSIBLE + " ORDER BY e.relation, e.valid_from, "
+            " e.edge_id LIMIT %(limit)s",
             admission_params(
                 access,
                 ReadFilters(),
@@ -176,6 +183,7 @@ class PostgresReadSnapshot:
                 relation=relation,
                 outgoing=outgoing,
                 incoming=incoming,
+                other_type=other_type,
                 limit=limit,
             ),
         )
@@ -291,17 +299,51 @@ class PostgresReadSnapshot:
         access: ReadAccess,
         filters: ReadFilters,
         seeds: Sequence[str],
-        relations: Sequence[str],
-        hops: int,
+        routes: Sequence[GraphRoute],
         limit: int,
+        *,
+        statement_timeout_ms: int | None = None,
     ) -> list[GraphReach]:
-        """Walk edges valid at as_of (either direction) from entities matching the seeds, up
-        to `hops`; an edge is walked only if its evidence chunk is admissible. Documents
-        reached (and the evidence of each walked edge) yield their admissible chunks."""
-        if not seeds or hops < 1:
+        """Walk only the routes' steps from the entities matching the seeds (`_walk`); an
+        edge is walked only if its evidence chunk is admissible. The evidence of each walked
+        edge, and the admissible chunks of each document reached (a seed that is a document
+        too), are what the walk reaches, each with its path.
+
+        The walk runs in a savepoint, each statement under `statement_timeout_ms`: past it,
+        the savepoint is rolled back (the timeout with it) and GraphWalkStopped raised, so
+        the snapshot's other statements run as if the walk had not."""
+        if not seeds or not routes:
             return []
-        params = admission_params(access, filters, relations=list(relations))
-        reached, paths = await self._walk(params, await self._seed_entities(access, seeds), hops)
+        params = admission_params(access, filters)
+        try:
+            async with self._conn.transaction():
+                before = None
+                if statement_timeout_ms is not None:
+                    cur = await self._conn.execute(
+                        "SELECT current_setting('statement_timeout'), "
+                        "set_config('statement_timeout', %s, true)",
+                        (str(statement_timeout_ms),),
+                    )
+                    row = await cur.fetchone()
+                    before = None if row is None else str(row[0])
+                found = await self._reach(params, await self._seed_entities(access, seeds), routes)
+                if before is not None:  # the snapshot's other statements: as they were
+                    await self._conn.execute(
+                        "SELECT set_config('statement_timeout', %s, true)", (before,)
+                    )
+        except QueryCanceled as exc:
+            if "statement timeout" not in (exc.diag.message_primary or ""):
+                raise
+            raise GraphWalkStopped(
+                f"the graph walk was stopped by the statement timeout ({statement_timeout_ms} "
+                "ms); the graph channel contributes nothing to this read"
+            ) from exc
+        return found[:limit]
+
+    async def _reach(
+        self, params: dict[str, Any], seeds: set[str], routes: Sequence[GraphRoute]
+    ) -> list[GraphReach]:
+        reached, paths = await self._walk(params, seeds, routes)
         documents = sorted(e for e in paths if e.startswith("document:"))
         if documents:
             cur = await self._conn.execute(
@@ -323,40 +365,70 @@ class PostgresReadSnapshot:
         ordered = sorted(
             (r for r in reached.items() if r[0] in admitted), key=lambda r: (len(r[1]), r[0])
         )
-        return [GraphReach(chunk_id, path) for chunk_id, path in ordered[:limit]]
+        return [GraphReach(chunk_id, path) for chunk_id, path in ordered]
 
     async def _walk(
-        self, params: dict[str, Any], frontier: set[str], hops: int
+        self, params: dict[str, Any], seeds: set[str], routes: Sequence[GraphRoute]
     ) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
-        """Up to `hops` rounds of admissible edges from the frontier: the path to each walked
-        edge's evidence chunk, and the path to every entity seen (the seeds included)."""
+        """Each route's steps in turn: its first from the seeds, its second from what its
+        first reached, each edge only in its move's direction (from the object when
+        backwards), only to its move's entity type, valid at as_of, held at known_at, and
+        with admissible evidence; a path never comes back to an entity it passed. The path
+        to each walked edge's evidence chunk, and to every entity reached (the seeds
+        included): (entity, relation, entity, ...), the relation as stored, shortest first."""
         reached: dict[str, tuple[str, ...]] = {}  # evidence chunk id -> path
-        paths: dict[str, tuple[str, ...]] = {entity: (entity,) for entity in frontier}
-        for _ in range(hops):
-            if not frontier:
+        paths: dict[str, tuple[str, ...]] = {entity: (entity,) for entity in seeds}
+        # What each route has reached by its last step: entity -> the path it took there.
+        fronts: list[dict[str, tuple[str, ...]]] = [dict(paths) for _ in routes]
+        for step in range(max((len(r.steps) for r in routes), default=0)):
+            moves = [
+                (i, entity, move)
+                for i, route in enumerate(routes)
+                if step < len(route.steps)
+                for entity in sorted(fronts[i])
+                for move in route.steps[step]
+            ]
+            if not moves:
                 break
             cur = await self._conn.execute(
-                "SELECT e.subject, e.relation, e.object, e.evidence_chunk_id FROM graph_edges e "
+                "WITH m (ord, entity, relation, backwards, reach) AS (SELECT * FROM unnest("
+                " %(ords)s::int[], %(entities)s::text[], %(relations)s::text[], "
+                " %(backwards)s::bool[], %(reach)s::text[])), "
+                "hop AS (SELECT m.ord, m.reach, e.object AS there, e.edge_id, e.subject, "
+                "  e.relation, e.object, e.evidence_chunk_id, e.valid_from, e.valid_to, "
+                "  e.recorded_at, e.superseded_at, e.own_time FROM m JOIN graph_edges e ON "
+                "  e.tenant_id = %(tenant)s AND e.subject = m.entity AND e.relation = "
+                "  m.relation WHERE NOT m.backwards "
+                " UNION ALL SELECT m.ord, m.reach, e.subject, e.edge_id, e.subject, "
+                "  e.relation, e.object, e.evidence_chunk_id, e.valid_from, e.valid_to, "
+                "  e.recorded_at, e.superseded_at, e.own_time FROM m JOIN graph_edges e ON "
+                "  e.tenant_id = %(tenant)s AND e.object = m.entity AND e.relation = "
+                "  m.relation WHERE m.backwards) "
+                "SELECT e.ord, e.subject, e.relation, e.object, e.evidence_chunk_id FROM hop e "
                 "JOIN chunks c ON c.chunk_id = e.evidence_chunk_id "
-                "WHERE e.tenant_id = %(tenant)s AND (e.subject = ANY (%(frontier)s) OR "
-                " e.object = ANY (%(frontier)s)) "
-                " AND (cardinality(%(relations)s::text[]) = 0 OR e.relation = ANY "
-                "  (%(relations)s::text[])) "
-                " AND e.valid_from <= %(as_of)s AND (e.valid_to IS NULL OR e.valid_to > "
-                "  %(as_of)s) AND (%(known_at)s::timestamptz IS NULL OR (e.recorded_at <= "
-                "  %(known_at)s AND (e.superseded_at IS NULL OR e.superseded_at > "
-                "  %(known_at)s))) AND " + ADMISSIBLE + " ORDER BY e.edge_id",
-                {**params, "frontier": sorted(frontier)},
+                "WHERE (e.reach IS NULL OR split_part(e.there, ':', 1) = e.reach) "
+                " AND " + EDGE_HELD + " AND " + ADMISSIBLE + " ORDER BY e.ord, e.edge_id",
+                {
+                    **params,
+                    "ords": list(range(len(moves))),
+                    "entities": [entity for _, entity, _ in moves],
+                    "relations": [move.relation for _, _, move in moves],
+                    "backwards": [move.backwards for _, _, move in moves],
+                    "reach": [move.reach for _, _, move in moves],
+                },
             )
-            following: set[str] = set()
-            for subject, relation, obj, evidence in await cur.fetchall():
-                here, there = (subject, obj) if subject in frontier else (obj, subject)
-                path = (*paths[here], relation, there)
+            following: list[dict[str, tuple[str, ...]]] = [{} for _ in routes]
+            for ordinal, subject, relation, obj, evidence in await cur.fetchall():
+                i, here, move = moves[ordinal]
+                there = subject if move.backwards else obj
+                trail = fronts[i][here]
+                if there in trail[::2]:
+                    continue
+                path = (*trail, relation, there)
                 reached.setdefault(evidence, path)
-                if there not in paths:
-                    paths[there] = path
-                    following.add(there)
-            frontier = following
+                paths.setdefault(there, path)
+                following[i].setdefault(there, path)
+            fronts = following
         return reached, paths
 
     async def _seed_entities(self, access: ReadAccess, seeds: Sequence[str]) -> set[str]:
@@ -412,8 +484,7 @@ class PostgresReadSnapshot:
             "JOIN chunks c ON c.chunk_id = e.evidence_chunk_id "
             "WHERE e.tenant_id = %(tenant)s AND (e.subject IN (SELECT entity FROM touched) OR "
             " e.object IN (SELECT entity FROM touched)) "
-            " AND e.valid_from <= %(as_of)s AND (e.valid_to IS NULL OR e.valid_to > %(as_of)s) "
-            " AND " + ADMISSIBLE + " ORDER BY e.edge_id",
+            " AND " + EDGE_HELD + " AND " + ADMISSIBLE + " ORDER BY e.edge_id",
             admission_params(access, ReadFilters(), entities=entities),
         )
         return [EdgeFact(*row) for row in await cur.fetchall()]

@@ -19,6 +19,7 @@ from govindex.adapters.postgres.chunks import copy_chunks
 from govindex.adapters.postgres.document_keys import key_columns, key_params, lock_id
 from govindex.adapters.postgres.tx import claim_event, enqueue
 from govindex.adapters.postgres.version_rows import (
+    continue_restated,
     copy_versions,
     end_older_validity,
     insert_edges,
@@ -141,6 +142,7 @@ class PostgresDocumentTransaction:
         await end_older_validity(conn, plans)
         await insert_edges(conn, plans)
         await copy_chunks(conn, [c for plan in plans for c in plan.chunks])
+        await continue_restated(conn, plans)
         await insert_plan_vectors(conn, plans)
         return [ApplyResult("indexed", p.version_id, len(p.chunks)) for p in plans]
 

@@ -94,10 +94,10 @@ async def end_older_validity(
         [p.valid_from for p in plans],
         [p.sequence for p in plans],
     )
-    for table, extra in (
-        ("document_versions", ""),
-        ("chunks", ", sequence = u.q"),  # the projection re-reads chunks by sequence
-        ("graph_edges", ""),
+    for table, extra, only in (
+        ("document_versions", "", ""),
+        ("chunks", ", sequence = u.q", ""),  # the projection re-reads chunks by sequence
+        ("graph_edges", "", " AND NOT x.own_time"),  # an entry's own window stays its own
     ):
         await conn.execute(
             sql.SQL("UPDATE {} x SET valid_to = u.vf").format(sql.Identifier(table))
@@ -107,7 +107,8 @@ async def end_older_validity(
                 " %s::timestamptz[], %s::bigint[]) AS u(t, s, d, v, vf, q) "
                 "WHERE x.tenant_id = u.t AND x.source_id = u.s AND x.doc_id = u.d "
                 " AND x.version_id <> u.v AND (x.valid_to IS NULL OR x.valid_to > u.vf)"
-            ),
+            )
+            + sql.SQL(only),
             params,
         )
 
@@ -127,25 +128,36 @@ async def insert_plan_vectors(conn: AsyncConnection[Any], plans: Sequence[Versio
         )
 
 
+# Long: one row tuple per edge, every column beside the others.
 async def insert_edges(conn: AsyncConnection[Any], plans: Sequence[VersionPlan]) -> None:
-    """The plans' graph edges, and their entities (aliases merged)."""
-    entities: dict[tuple[str, str], set[str]] = {}
+    """The plans' graph edges, and their entities (aliases merged; an entity a fact entry
+    declares is marked declared, and stays so)."""
+    entities: dict[tuple[str, str], tuple[set[str], bool]] = {}
+
+    def entity(tenant: str, entity_id: str, aliases: Sequence[str], declared: bool) -> None:
+        names, was = entities.setdefault((tenant, entity_id), (set(), False))
+        names.update(a for a in aliases if a)
+        entities[(tenant, entity_id)] = (names, was or declared)
+
     edges: list[tuple[Any, ...]] = []
     for plan in plans:
-        evidence = plan.chunks[0].chunk_id if plan.chunks else None
-        happened = plan.chunks[0].event_time if plan.chunks else None  # the document's
+        by_ordinal = {c.ordinal: c for c in plan.chunks}
+        for declared in plan.entities:
+            entity(plan.tenant_id, declared.entity_id, declared.aliases, True)
         for edge in plan.edges:
-            for entity_id, alias in (
-                (edge.subject, edge.subject_alias),
-                (edge.object, edge.object_alias),
-            ):
-                entities.setdefault((plan.tenant_id, entity_id), set()).add(alias)
-            edge_id = hashlib.sha256(
-                f"{edge.subject}\x00{edge.relation}\x00{edge.object}\x00{plan.version_id}".encode()
-            ).hexdigest()[:32]
+            entity(plan.tenant_id, edge.subject, (edge.subject_alias,), False)
+            entity(plan.tenant_id, edge.object, (edge.object_alias,), False)
+            chunk = by_ordinal.get(edge.evidence if edge.evidence is not None else -1)
+            if chunk is None:
+                chunk = plan.chunks[0] if plan.chunks else None
+            own = edge.evidence is not None or edge.own_time
+            material = "\x00".join(
+                [edge.subject, edge.relation, edge.object, plan.version_id]
+                + ([str(edge.evidence), str(edge.valid_from), str(edge.valid_to)] if own else [])
+            )
             edges.append(
                 (
-                    edge_id,
+                    hashlib.sha256(material.encode()).hexdigest()[:32],
                     plan.tenant_id,
                     edge.subject,
                     edge.relation,
@@ -155,31 +167,69 @@ async def insert_edges(conn: AsyncConnection[Any], plans: Sequence[VersionPlan])
                     plan.version_id,
                     plan.sequence,
                     plan.source_version,
-                    evidence,
-                    plan.valid_from,
-                    plan.valid_to,
+                    chunk.chunk_id if chunk else None,
+                    edge.valid_from if own and edge.valid_from else plan.valid_from,
+                    edge.valid_to if own else plan.valid_to,
                     plan.recorded_at,
-                    happened,
+                    edge.event_time,
+                    edge.method,
+                    edge.confidence,
+                    chunk.ordinal if chunk else None,
+                    edge.own_time,
                 )
             )
-    if not edges:
+    if not entities:
         return
     async with conn.cursor() as cur:
         await cur.executemany(  # sorted: concurrent batches lock entity rows in one order
-            "INSERT INTO graph_entities (tenant_id, entity_id, kind, aliases) "
-            "VALUES (%s, %s, %s, %s) ON CONFLICT (tenant_id, entity_id) DO UPDATE "
+            "INSERT INTO graph_entities (tenant_id, entity_id, kind, aliases, declared) "
+            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tenant_id, entity_id) DO UPDATE "
             "SET aliases = (SELECT array_agg(DISTINCT a) FROM unnest("
-            " graph_entities.aliases || EXCLUDED.aliases) a)",
+            " graph_entities.aliases || EXCLUDED.aliases) a), "
+            " declared = graph_entities.declared OR EXCLUDED.declared",
             [
-                (tenant, entity, entity.split(":", 1)[0], sorted(aliases))
-                for (tenant, entity), aliases in sorted(entities.items())
+                (tenant, entity_id, entity_id.split(":", 1)[0], sorted(aliases), declared)
+                for (tenant, entity_id), (aliases, declared) in sorted(entities.items())
             ],
         )
-        await cur.executemany(
-            "INSERT INTO graph_edges (edge_id, tenant_id, subject, relation, object, "
-            " source_id, doc_id, version_id, version_sequence, source_version, "
-            " evidence_chunk_id, valid_from, valid_to, recorded_at, event_time) VALUES "
-            "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
-            "ON CONFLICT (edge_id) DO NOTHING",
-            edges,
-        )
+        if edges:
+            await cur.executemany(
+                "INSERT INTO graph_edges (edge_id, tenant_id, subject, relation, object, "
+                " source_id, doc_id, version_id, version_sequence, source_version, "
+                " evidence_chunk_id, valid_from, valid_to, recorded_at, event_time, method, "
+                " confidence, evidence_ordinal, own_time) VALUES "
+                "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (edge_id) DO NOTHING",
+                edges,
+            )
+
+
+async def continue_restated(conn: AsyncConnection[Any], plans: Sequence[VersionPlan]) -> None:
+    """A chunk or edge a new version restates unchanged (same text; same edge and event
+    time) continues its previous copy rather than overlapping it: it holds from the new
+    version's valid_from, where the previous copy now ends. Without this, a row that
+    happened before its first commit (event_time) would be stated twice for every later
+    version over the stretch between its event and the new commit."""
+    params = (
+        [p.version_id for p in plans],
+        [p.valid_from for p in plans],
+        [p.recorded_at for p in plans],
+    )
+    await conn.execute(
+        "UPDATE chunks n SET valid_from = u.vf FROM unnest(%s::text[], %s::timestamptz[], "
+        " %s::timestamptz[]) AS u(v, vf, at) WHERE n.version_id = u.v AND n.valid_from < u.vf "
+        " AND EXISTS (SELECT 1 FROM chunks o WHERE o.tenant_id = n.tenant_id AND "
+        "  o.source_id = n.source_id AND o.doc_id = n.doc_id AND o.superseded_at = u.at "
+        "  AND o.version_id <> n.version_id AND o.content_hash = n.content_hash)",
+        params,
+    )
+    await conn.execute(
+        "UPDATE graph_edges n SET valid_from = u.vf FROM unnest(%s::text[], "
+        " %s::timestamptz[], %s::timestamptz[]) AS u(v, vf, at) WHERE n.version_id = u.v "
+        " AND NOT n.own_time AND n.valid_from < u.vf AND EXISTS (SELECT 1 FROM graph_edges o "
+        "  WHERE o.tenant_id = n.tenant_id AND o.source_id = n.source_id AND "
+        "  o.doc_id = n.doc_id AND o.superseded_at = u.at AND o.version_id <> n.version_id "
+        "  AND o.subject = n.subject AND o.relation = n.relation AND o.object = n.object "
+        "  AND o.event_time IS NOT DISTINCT FROM n.event_time AND NOT o.own_time)",
+        params,
+    )

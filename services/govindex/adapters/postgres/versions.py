@@ -62,9 +62,11 @@ class PostgresVersionStore(PostgresAdapter):
             )
             old = [r[0] for r in await cur.fetchall()]
             await insert_chunks(conn, chunks)
-            if chunks:
+            if chunks:  # each edge keeps the chunk at its evidence ordinal, else the first
                 await conn.execute(
-                    "UPDATE graph_edges SET evidence_chunk_id = %s WHERE version_id = %s",
+                    "UPDATE graph_edges e SET evidence_chunk_id = coalesce((SELECT c.chunk_id "
+                    " FROM chunks c WHERE c.version_id = e.version_id AND c.ordinal = "
+                    " e.evidence_ordinal), %s) WHERE e.version_id = %s",
                     (chunks[0].chunk_id, version_id),
                 )
             await conn.execute(

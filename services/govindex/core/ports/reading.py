@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from govindex.core.graph_templates import GraphRoute
 from govindex.core.ports.values import (
     AuditEntry,
     AuditRow,
@@ -97,6 +98,9 @@ class EdgeRow:
     source_version: str
     evidence_chunk_id: str
     event_time: datetime | None = None
+    confidence: float = 1.0
+    method: str = "frontmatter"
+    unresolved: bool = False  # the other end is an id no fact entry declares
 
 
 class ReadSnapshot(Protocol):
@@ -122,6 +126,7 @@ class ReadSnapshot(Protocol):
         outgoing: bool,
         incoming: bool,
         limit: int,
+        other_type: str | None = None,
     ) -> list[EdgeRow]: ...
 
     async def with_evidence(
@@ -141,10 +146,16 @@ class ReadSnapshot(Protocol):
         access: ReadAccess,
         filters: ReadFilters,
         seeds: Sequence[str],
-        relations: Sequence[str],
-        hops: int,
+        routes: Sequence[GraphRoute],
         limit: int,
-    ) -> list[GraphReach]: ...
+        *,
+        statement_timeout_ms: int | None = None,
+    ) -> list[GraphReach]:
+        """Chunks reached by walking `routes` from the entities the seeds name, each edge
+        only if its evidence is admissible; every statement of the walk under
+        `statement_timeout_ms` (None: the server's), raising GraphWalkStopped past it,
+        with the snapshot still usable."""
+        ...
 
     async def facts(self, chunk_ids: Sequence[str]) -> dict[str, ChunkFacts]: ...
 

@@ -59,11 +59,31 @@ class OutboxMessage:
 
 @dataclass(frozen=True)
 class GraphEdge:
+    """An edge a version states. Frontmatter edges hold as long as their document's version
+    (`own_time` False); a fact mapping's edge has its own window and event time from its
+    entry's fields (`own_time` True: `valid_to` None is open-ended) and names the chunk of
+    its entry (`evidence`, an index into the plan's chunks; None: the first)."""
+
     subject: str
     relation: str
     object: str
     subject_alias: str
     object_alias: str
+    own_time: bool = False
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    event_time: datetime | None = None
+    evidence: int | None = None
+    confidence: float = 1.0
+    method: str = "frontmatter"  # or facts:<mapping name>
+
+
+@dataclass(frozen=True)
+class EntityDecl:
+    """An entity a fact entry declares by its business id, with the names it goes by."""
+
+    entity_id: str
+    aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -106,6 +126,7 @@ class VersionPlan(_AboutOneDocument, _VersionStamps):
     chunks: Sequence[Chunk]
     version_id: str
     edges: Sequence[GraphEdge] = ()
+    entities: Sequence[EntityDecl] = ()  # declared by the version's fact entries
     # One unit-length float32 vector per chunk (same order), and the model that made them.
     vectors: Sequence[bytes] = ()
     embedder: tuple[str, str] | None = None
