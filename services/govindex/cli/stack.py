@@ -161,9 +161,11 @@ def bootstrap(state_dir: StateDir = DEFAULT_DIR, log_level: LogLevel = "WARNING"
 def demo() -> int:
     """Run the bundled demo on a fresh embedded stack.
 
-    Starts an embedded stack in a temporary state dir, registers a sample source, ingests
-    a bundled corpus in two commits, runs governed queries, deletes a document and prints
-    a short report. Leaves nothing running.
+    Starts an embedded stack in a temporary state dir and ingests a bundled handbook in
+    two commits: governed queries, a pack, a deletion and its purge. Then an incident case
+    (a service catalog, deployments and ownership tables, three runbook versions, an
+    untrusted e-mail): the deployments before the incident, the owner then and now, the
+    runbook valid then, and a pack with its evidence. Leaves nothing running.
     """
     from govindex.devstack.demo.run import run_demo
 

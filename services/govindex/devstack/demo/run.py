@@ -3,38 +3,44 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
-import subprocess
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import TypeVar
 
 from govindex.control.bootstrap import prepare
 from govindex.control.workers import Workers
+from govindex.core.logs import configure_logging
 from govindex.core.manifests import load_manifests
 from govindex.core.records import SourceManifest
 from govindex.core.settings import Settings
+from govindex.devstack.demo.common import (
+    DEMO_USER,
+    Commit,
+    build_repo,
+    caught_up,
+    search,
+    until,
+)
+from govindex.devstack.demo.incident import incident_case
 from govindex.devstack.embedded import EmbeddedStack
 from govindex.runtime.composition import Runtime
 from ingest.app import GitCheckout, delete_one, sync_source
 from ingest.sources import GitSnapshot
 from reader.app import read_service
-from reader.models import Budget, Hit, PackRequest, SearchRequest, Subject
+from reader.models import Budget, Hit, PackRequest, Subject
 
-T = TypeVar("T")
-DEMO_USER = ("user:dana", "group:eng")
-COMMITS = (
+COMMITS: tuple[Commit, ...] = (
     ("v1", "2025-01-10T09:00:00+00:00", "Initial handbook"),
     ("v2", "2025-05-01T09:00:00+00:00", "New failover tooling; 2025 access policy"),
 )
 
 
 def run_demo() -> int:
+    # The report is the output: the pipeline's own logs would bury it (warnings still show).
+    configure_logging(level="WARNING", json_output=False)
     root = Path(tempfile.mkdtemp(prefix="govindex-demo-"))
     stack = EmbeddedStack(root / "state", namespace="demo", durable=False)
     try:
@@ -50,42 +56,6 @@ def run_demo() -> int:
     finally:
         stack.stop()
         shutil.rmtree(root, ignore_errors=True)
-
-
-def _build_repo(root: Path) -> tuple[Path, list[str]]:
-    repo = root / "handbook"
-    repo.mkdir()
-    corpus = resources.files("govindex.devstack.demo") / "corpus"
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "Demo",
-        "GIT_AUTHOR_EMAIL": "demo@example.com",
-        "GIT_COMMITTER_NAME": "Demo",
-        "GIT_COMMITTER_EMAIL": "demo@example.com",
-    }
-
-    def git(*args: str, when: str | None = None) -> str:
-        extra = {"GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when} if when else {}
-        return subprocess.run(
-            ["git", "-C", str(repo), *args],
-            check=True,
-            capture_output=True,
-            text=True,
-            env={**env, **extra},
-        ).stdout.strip()
-
-    git("init", "-q", "-b", "main")
-    shas = []
-    for folder, when, message in COMMITS:
-        for path in repo.iterdir():
-            if path.name != ".git":
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
-        with resources.as_file(corpus / folder) as source:
-            shutil.copytree(source, repo, dirs_exist_ok=True)
-        git("add", "-A")
-        git("commit", "-q", "-m", message, when=when)
-        shas.append(git("rev-parse", "HEAD"))
-    return repo, shas
 
 
 async def _walkthrough(settings: Settings, root: Path) -> int:
@@ -118,18 +88,20 @@ async def _steps(rt: Runtime, root: Path, generation: int) -> int:
             f"   {row.doc_id:<28} {row.state:<8} seq {row.last_sequence}  "
             f"{row.chunk_count} chunks  {row.source_version[:14]}"
         )
+    await incident_case(rt, root)
     print(
         "\nDemo complete: versions superseded with history kept, ACL enforced, "
-        "deletion purged and verified."
+        "deletion purged and verified; an incident read back as of the moment it began."
     )
     return 0
 
 
 async def _ingest_commits(rt: Runtime, manifest: SourceManifest, root: Path) -> None:
-    repo, shas = _build_repo(root)
+    repo = root / "handbook"
+    shas = build_repo(repo, COMMITS)
     for n, sha in enumerate(shas, start=1):
         report, _ = await sync_source(rt, manifest.source_id, GitCheckout(repo, sha))
-        await _until(lambda: _caught_up(rt, manifest.source_id), "the indexer to catch up")
+        await until(lambda: caught_up(rt, manifest.source_id), "the indexer to catch up")
         print(
             f"4.{n} Ingested commit {sha[:10]} ({GitSnapshot(repo, sha).committed_at:%Y-%m-%d}):"
             f" {len(report.created)} created, {len(report.updated)} updated, "
@@ -183,7 +155,7 @@ async def _delete(rt: Runtime, manifest: SourceManifest) -> None:
     _, sequence = await delete_one(
         rt, manifest.source_id, "runbooks/cache-flush.md", "retired runbook"
     )
-    receipt = await _until(
+    receipt = await until(
         lambda: rt.purges.receipt(manifest.tenant, "runbooks/cache-flush.md", sequence),
         "the purge receipt",
     )
@@ -202,28 +174,4 @@ async def _delete(rt: Runtime, manifest: SourceManifest) -> None:
 async def _search(
     rt: Runtime, manifest: SourceManifest, text: str, who: tuple[str, ...], as_of: datetime
 ) -> list[Hit]:
-    """The governed read service (all channels fused, every gate), as a pack builder sees it."""
-    request = SearchRequest(
-        tenant=manifest.tenant,
-        subject=Subject(principals=list(who)),
-        purpose="support",
-        as_of=as_of,
-        query=text,
-        limit=3,
-        cache="bypass",
-    )
-    return (await read_service(rt).search(request)).hits
-
-
-async def _until(probe: Callable[[], Awaitable[T | None]], what: str, timeout: float = 60) -> T:
-    """Poll until `probe` gives a truthy value; the demo waits on real pipeline state."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := await probe():
-            return value
-        await asyncio.sleep(0.2)
-    raise TimeoutError(f"gave up after {timeout:.0f}s waiting for {what}")
-
-
-async def _caught_up(rt: Runtime, source_id: str) -> bool:
-    return await rt.ingest_state.behind(source_id) == 0
+    return await search(rt, manifest.tenant, text, who, as_of)
