@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck check schemas bench bench-purge bench-emission bench-throughput eval-readpath eval-packs clean up docs
+.PHONY: demo test lint typecheck check schemas bench bench-purge bench-emission bench-throughput eval-readpath eval-packs eval-facts clean up docs
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,10 @@ eval-readpath: $(STAMP)
 # Pack quality on a labelled incident-investigation corpus (docs/benchmarks/packs.md).
 eval-packs: $(STAMP)
 	$(BIN)/python bench/eval_packs.py
+
+# Facts at a time on a labelled catalog, ownership and deployment history (docs/benchmarks/facts.md).
+eval-facts: $(STAMP)
+	$(BIN)/python bench/eval_facts.py
 
 schemas: $(STAMP)
 	$(BIN)/govindex schemas --write
