@@ -8,23 +8,22 @@ from govindex.core.errors import InvalidEvent, ParserFailed, PermanentError
 from govindex.core.inputs import quote
 from indexer.frontmatter import split_frontmatter
 from indexer.parsers.base import ParsedDocument, Parser, SizePolicy
-from indexer.parsers.code import HclParser, JsonParser, PythonParser, YamlParser
+from indexer.parsers.code import JsonParser, PythonParser, YamlParser
 from indexer.parsers.markdown import MarkdownParser
 from indexer.parsers.tabular import CsvParser
 from indexer.parsers.text import PlainTextParser
+from indexer.parsers.treesitter import code_parsers
 
-PARSERS: dict[str, Parser] = {
-    p.name: p
-    for p in (
-        MarkdownParser(),
-        CsvParser(),
-        PythonParser(),
-        YamlParser(),
-        JsonParser(),
-        HclParser(),
-        PlainTextParser(),
-    )
-}
+_ALL: list[Parser] = [
+    MarkdownParser(),
+    CsvParser(),
+    PythonParser(),
+    YamlParser(),
+    JsonParser(),
+    *code_parsers(),  # tree-sitter: Go, Java, JavaScript, …, SQL and HCL
+    PlainTextParser(),
+]
+PARSERS: dict[str, Parser] = {p.name: p for p in _ALL}
 BY_SUFFIX = {
     ".md": "markdown",
     ".markdown": "markdown",
@@ -35,6 +34,32 @@ BY_SUFFIX = {
     ".json": "json",
     ".tf": "hcl",
     ".hcl": "hcl",
+    ".go": "go",
+    ".java": "java",
+    ".js": "javascript",
+    ".mjs": "javascript",
+    ".cjs": "javascript",
+    ".jsx": "javascript",
+    ".ts": "typescript",
+    ".mts": "typescript",
+    ".cts": "typescript",
+    ".tsx": "tsx",
+    ".rs": "rust",
+    ".c": "c",
+    ".h": "c",
+    ".cc": "cpp",
+    ".cpp": "cpp",
+    ".cxx": "cpp",
+    ".hpp": "cpp",
+    ".hh": "cpp",
+    ".hxx": "cpp",
+    ".cs": "csharp",
+    ".rb": "ruby",
+    ".kt": "kotlin",
+    ".kts": "kotlin",
+    ".sh": "shell",
+    ".bash": "shell",
+    ".sql": "sql",
     ".txt": "text",
 }
 AUTO = "auto"

@@ -99,7 +99,7 @@ _SPLIT_LEVELS = (
     re.compile(r"(?:\r\n|\r|\n)[ \t]*(?:\r\n|\r|\n)"),  # paragraphs
     NEWLINE,  # lines
     re.compile(r"(?<=[.!?])[ \t]+(?=\S)"),  # sentences
-    re.compile(r"[ \t]+(?=\S)"),  # words
+    re.compile(r"(?<![ \t])[ \t]++(?=\S)"),  # words (from a run's start only: linear)
 )
 
 

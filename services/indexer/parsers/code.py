@@ -1,6 +1,6 @@
 """Code and configuration: Python by function and class (ast), YAML and JSON by top-level key
-or resource, Terraform / HCL by block. Locators are the file path and line range (no
-anchors: line numbers are what an editor opens). Code
+or resource (other languages and Terraform / HCL: `indexer.parsers.treesitter`). Locators
+are the file path and line range (no anchors: line numbers are what an editor opens). Code
 that does not parse is cut by paragraphs and labelled `unparsed`, never dropped."""
 
 from __future__ import annotations
@@ -248,34 +248,6 @@ class JsonParser:
                 starts.append(i)
                 expect = False
         return starts
-
-
-_HCL_BLOCK = re.compile(
-    r"^(resource|data|module|variable|output|provider|locals|terraform|moved|import|check)"
-    r'\b((?:[ \t]+"[^"]*"|[ \t]+[\w-]+)*)[ \t]*\{'
-)
-
-
-class HclParser:
-    name = "hcl"
-    version = "1.0.0"
-
-    def __init__(self, policy: SizePolicy | None = None) -> None:
-        self.policy = policy or SizePolicy(max_chars=4000)
-
-    def parse(self, text: str) -> ParsedDocument:
-        starts = [(0, Segment(0, 0, ChunkKind.MODULE))]
-        for off, line in LineIndex(text).lines():
-            block = _HCL_BLOCK.match(line)
-            if block is None:
-                continue
-            words = [w.strip('"') for w in block.group(2).split()]
-            title = ".".join([block.group(1), *words])
-            labels = (f"block:{block.group(1)}", *(f"label:{w}" for w in words))
-            starts.append(
-                (off, Segment(off, 0, ChunkKind.BLOCK, (title,), "", labels=labels, atomic=True))
-            )
-        return finalize(text, _cover(text, _dedupe(starts)), policy=self.policy)
 
 
 def _dedupe(starts: list[tuple[int, Segment]]) -> list[tuple[int, Segment]]:
