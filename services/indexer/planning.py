@@ -10,6 +10,7 @@ decisions themselves are `indexer.decisions`. Nothing here reads or writes a ser
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,12 +30,13 @@ from govindex.core.ports import (
 from govindex.core.records import AclPolicy, Chunk, DeletionMode, SourceManifest
 from govindex.core.tokens import HEURISTIC, TokenEstimator
 from indexer.decisions import Incoming, decide_change, decide_deletion
+from indexer.extractors import Extracted, Page
 from indexer.facts import PARSER as FACTS_PARSER
 from indexer.facts import VERSION as FACTS_VERSION
 from indexer.facts import Facts, parse_facts
 from indexer.frontmatter import Frontmatter
 from indexer.graph import extract_edges
-from indexer.parsers import Parser, parse, parser_for
+from indexer.parsers import PARSERS, Parser, parse, parser_for
 from indexer.stamping import (
     StampContext,
     resolve_access,
@@ -72,12 +74,21 @@ def plan_change(
     generation: int,
     now: datetime,
     tokens: TokenEstimator = HEURISTIC,
+    extracted: Extracted | None = None,
 ) -> PlannedEvent:
     """A create/update with its version plan; without one when its content is gone (it was
     deleted and purged at a later sequence: stale at best)."""
     if content is None:
         return PlannedEvent(position, envelope, payload, None)
-    plan = plan_version(payload, content, manifest, generation=generation, now=now, tokens=tokens)
+    plan = plan_version(
+        payload,
+        content,
+        manifest,
+        generation=generation,
+        now=now,
+        tokens=tokens,
+        extracted=extracted,
+    )
     incoming = Incoming(
         sequence=plan.sequence,
         content_hash=plan.content_hash,
@@ -118,12 +129,20 @@ def plan_version(
     generation: int,
     now: datetime,
     tokens: TokenEstimator = HEURISTIC,
+    extracted: Extracted | None = None,
 ) -> VersionPlan:
     """Parse, chunk and stamp a new version (pure; fails with InvalidEvent, of which
-    InvalidFrontmatter, or MissingAcl). `tokens` counts each chunk's `token_estimate`."""
+    InvalidFrontmatter, or MissingAcl). `tokens` counts each chunk's `token_estimate`.
+
+    `extracted`: the canonical text an extractor made of the file (a PDF, a Word file, an
+    HTML page); it is the version's text, cut by the parser the extractor names, and the
+    event's own content stays as the version's raw content."""
     where = payload.path or payload.doc_id
-    mapping = manifest.fact_mapping(where)
-    parser = parser_for(manifest.parser, where)
+    raw: str | None = None
+    if extracted is not None:
+        raw, content = content, extracted.text
+    mapping = manifest.fact_mapping(where) if extracted is None else None
+    parser = PARSERS[extracted.parser] if extracted else parser_for(manifest.parser, where)
     # A mapped file is cut by its entries, not by its format's parser (a CDC row by both).
     parsed = parse(parser, content) if mapping is None or mapping.table else None
     frontmatter = Frontmatter.of(parsed.frontmatter if parsed else {})  # InvalidFrontmatter
@@ -142,6 +161,8 @@ def plan_version(
         parsed = facts.parsed
     assert parsed is not None
     parser_name, parser_version = facts_parser(mapping, parser)
+    if extracted is not None:  # a new extractor version is a new version of the chunks
+        parser_version = f"{parser_version}+{extracted.extractor}"
     ctx = StampContext(
         manifest=manifest,
         event=payload,
@@ -158,6 +179,8 @@ def plan_version(
         frontmatter=frontmatter,  # a timeline entry's own event time
     )
     chunks = stamp_chunks(ctx, parsed.chunks)
+    if extracted is not None and extracted.pages:
+        chunks = on_pages(chunks, extracted.pages, where)
     if facts is not None:
         chunks = stamp_entries(chunks, facts, manifest)
     return VersionPlan(
@@ -191,7 +214,27 @@ def plan_version(
             *(facts.edges if facts else ()),
         ],
         entities=facts.entities if facts else (),
+        raw_content=raw,
     )
+
+
+def on_pages(chunks: Sequence[Chunk], pages: Sequence[Page], where: str) -> list[Chunk]:
+    """Each chunk of a paged file located by the page its text begins on: a `page:N`
+    label and the locator `file.pdf#page=N` a viewer opens."""
+    starts = [p.start for p in pages]
+    out = []
+    for chunk in chunks:
+        at = bisect.bisect_right(starts, chunk.char_start) - 1
+        number = pages[max(0, at)].number
+        out.append(
+            chunk.model_copy(
+                update={
+                    "locator": f"{where}#page={number}",
+                    "labels": (*chunk.labels, f"page:{number}"),
+                }
+            )
+        )
+    return out
 
 
 def facts_parser(mapping: FactMapping | None, parser: Parser) -> tuple[str, str]:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
+from govindex.core import formats
 from govindex.core.envelope import Envelope, parse_payload
 from govindex.core.errors import (
     ContentUnavailable,
@@ -28,6 +29,7 @@ from govindex.core.ports import (
 )
 from govindex.core.records import SourceManifest
 from govindex.core.tokens import HEURISTIC, TokenEstimator
+from indexer.extractors import Extracted, extract, extractor_for
 from indexer.planning import PlannedEvent, plan_change, plan_deletion
 
 
@@ -101,9 +103,36 @@ async def prepare(
     if isinstance(payload, DocumentDeleted):
         return plan_deletion(position, envelope, payload, manifest, now=now)
     text = await content(payload, blobs=blobs, store=store)
+    extracted = await asyncio.to_thread(extracted_text, payload, text)
     return plan_change(
-        position, envelope, payload, text, manifest, generation=generation, now=now, tokens=tokens
+        position,
+        envelope,
+        payload,
+        text,
+        manifest,
+        generation=generation,
+        now=now,
+        tokens=tokens,
+        extracted=extracted,
     )
+
+
+def extracted_text(payload: DocumentChanged, text: str | None) -> Extracted | None:
+    """The canonical text of a file whose type has an extractor (PDF, Word, HTML, …), run
+    in the extraction sandbox; None for a type a parser reads as it is, or stale content."""
+    if text is None or extractor_for(payload.path or payload.doc_id) is None:
+        return None
+    if payload.content_encoding == formats.BASE64:
+        try:
+            data = formats.decode(text)
+        except ValueError:
+            raise InvalidEvent(
+                "content_encoding is base64 but the content is not base64; the producer must "
+                "base64-encode a binary file"
+            ) from None
+    else:
+        data = text.encode("utf-8")
+    return extract(payload.path or payload.doc_id, data)
 
 
 async def content(payload: DocumentChanged, *, blobs: BlobStore, store: ChunkStore) -> str | None:

@@ -1,20 +1,26 @@
-"""Re-chunk stored raw content when a parser changes (no re-fetch from the source)."""
+"""Re-chunk stored content when a parser changes, and re-extract a file's raw content when
+its extractor changes (no re-fetch from the source)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import structlog
 
+from govindex.core import formats
 from govindex.core.errors import PermanentError
 from govindex.core.events import DocumentChanged
 from govindex.core.ports import ChunkStore, SearchIndex, SourceRegistry, StoredVersion, VersionStore
 from govindex.core.records import Access, Chunk, SourceManifest
 from govindex.core.tokens import HEURISTIC, TokenEstimator
+from indexer.extractors import Extracted, extractor_for
 from indexer.frontmatter import Frontmatter
-from indexer.parsers import Parser, parse, parser_for
+from indexer.parsers import PARSERS, Parser, parse, parser_for
+from indexer.planning import on_pages
+from indexer.preparing import extracted_text
 from indexer.stamping import StampContext, resolve_access, stamp_chunks
 
 log = structlog.get_logger(__name__)
@@ -58,22 +64,43 @@ async def reparse(
         if manifest is None:
             report.failed.append((key, "source no longer registered"))
             continue
-        parser = parser_for(manifest.parser, row.path or row.doc_id)
-        if (row.parser, row.parser_version) == (parser.name, parser.version):
+        where = row.path or row.doc_id
+        extractor = extractor_for(where)
+        made = extractor and f"{extractor.name}-{extractor.version}"
+        if extractor is not None:  # re-extracted from the raw content when its extractor moved
+            if row.raw_content is None or row.parser_version.endswith(f"+{made}"):
+                report.unchanged += 1
+                continue
+            try:
+                extracted = await asyncio.to_thread(_reextract, row, where)
+            except PermanentError as exc:
+                report.failed.append((key, str(exc)))
+                continue
+            parser = PARSERS[extracted.parser]
+        else:
+            extracted = None
+            parser = parser_for(manifest.parser, where)
+        if extracted is None and (row.parser, row.parser_version) == (
+            parser.name,
+            parser.version,
+        ):
             report.unchanged += 1
             continue
-        if manifest.fact_mapping(row.path or row.doc_id) is not None:
+        if manifest.fact_mapping(where) is not None:
             # Facts are cut by their entries and state edges per entry: a re-chunk would
             # lose both. They change with the document's next version (or a replay).
             report.unchanged += 1
             continue
         try:
-            new = await _restamp(chunks, row, manifest, parser, generation, tokens)
+            new = await _restamp(chunks, row, manifest, parser, generation, tokens, extracted)
         except PermanentError as exc:
             report.failed.append((key, str(exc)))
             continue
         replaced = await versions.replace_version_chunks(
-            row.version_id, (row.parser, row.parser_version), new
+            row.version_id,
+            (row.parser, row.parser_version),
+            new,
+            content=extracted.text if extracted else None,
         )
         if replaced is None:
             report.changed_meanwhile.append(key)
@@ -98,7 +125,9 @@ async def _restamp(
     parser: Parser,
     generation: int,
     tokens: TokenEstimator,
+    extracted: Extracted | None = None,
 ) -> list[Chunk]:
+    text = extracted.text if extracted else row.content
     event = DocumentChanged(
         tenant_id=row.tenant_id,
         source_id=row.source_id,
@@ -107,11 +136,11 @@ async def _restamp(
         sequence=row.sequence,
         observed_at=row.observed_at,
         content_hash=row.content_hash,
-        content=row.content,
+        content=text,
         media_type=row.media_type,
         path=row.path,
     )
-    parsed = parse(parser, row.content)
+    parsed = parse(parser, text)
     frontmatter = Frontmatter.of(parsed.frontmatter)  # refused: reported failed, chunks kept
     existing = await chunks.chunks_of_version(row.version_id)
     if existing:  # keep the access the document was indexed with (it may have come from CDC)
@@ -132,7 +161,7 @@ async def _restamp(
         valid_to=row.valid_to,
         recorded_at=row.recorded_at,
         parser=parser.name,
-        parser_version=parser.version,
+        parser_version=f"{parser.version}+{extracted.extractor}" if extracted else parser.version,
         index_generation=generation,
         version_sequence=row.version_sequence,
         evidence=frontmatter.evidence_types(),  # with today's rules: as a new version would
@@ -141,4 +170,28 @@ async def _restamp(
         frontmatter=frontmatter,  # a timeline entry's own event time
     )
     now = datetime.now(UTC)
-    return [c.model_copy(update={"indexed_at": now}) for c in stamp_chunks(ctx, parsed.chunks)]
+    stamped = stamp_chunks(ctx, parsed.chunks)
+    if extracted is not None and extracted.pages:
+        stamped = on_pages(stamped, extracted.pages, row.path or row.doc_id)
+    return [c.model_copy(update={"indexed_at": now}) for c in stamped]
+
+
+def _reextract(row: StoredVersion, where: str) -> Extracted:
+    """The canonical text a version's raw content gives today's extractor."""
+    assert row.raw_content is not None
+    payload = DocumentChanged(
+        tenant_id=row.tenant_id,
+        source_id=row.source_id,
+        doc_id=row.doc_id,
+        source_version=row.source_version,
+        sequence=row.sequence,
+        observed_at=row.observed_at,
+        content_hash=row.content_hash,
+        content=row.raw_content,
+        media_type=row.media_type,
+        content_encoding=formats.BASE64 if formats.is_binary(where) else "utf-8",
+        path=row.path,
+    )
+    found = extracted_text(payload, row.raw_content)
+    assert found is not None
+    return found

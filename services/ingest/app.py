@@ -13,6 +13,7 @@ from pathlib import Path
 import structlog
 
 from govindex.core.errors import GovindexError
+from govindex.core.formats import DEFAULT_INCLUDE
 from govindex.core.jobs import Job, JobState, Pacer
 from govindex.core.paths import selected
 from govindex.core.records import SourceManifest
@@ -35,7 +36,7 @@ from ingest.handlers import (
 )
 from ingest.receiver import ReceiverPorts, build_app, git_view
 from ingest.reconcile import Drift, reconcile_snapshot
-from ingest.sources import DEFAULT_INCLUDE, FolderSnapshot, GitSnapshot
+from ingest.sources import FolderSnapshot, GitSnapshot
 
 log = structlog.get_logger(__name__)
 
@@ -110,9 +111,16 @@ def _context(
         versions=versions,
         observed_at=observed_at,
         deletion_version=deletion_version,
-        include=tuple(filters.include or DEFAULT_INCLUDE),
-        exclude=tuple(filters.exclude),
+        include=tuple(filters.include or _settings(manifest, "include") or DEFAULT_INCLUDE),
+        exclude=tuple(filters.exclude or _settings(manifest, "exclude")),
     )
+
+
+def _settings(manifest: SourceManifest, name: str) -> list[str]:
+    """The manifest's own include or exclude (of its git or folder section), if it has one:
+    what the command line does not narrow, the manifest does."""
+    section = manifest.git or manifest.folder
+    return list(getattr(section, name)) if section is not None else []
 
 
 def folder_view(

@@ -17,7 +17,7 @@ from typing import Protocol
 
 import structlog
 
-from govindex.core import events
+from govindex.core import events, formats
 from govindex.core.envelope import encode_document_event
 from govindex.core.events import DocumentChanged, DocumentDeleted
 from govindex.core.hashing import sha256_hex
@@ -248,7 +248,8 @@ def _change(
         observed_at=observed_at,
         content_hash=content_hash,
         content_ref=content_hash,
-        media_type="text/markdown" if file.doc_id.endswith((".md", ".markdown")) else "text/plain",
+        media_type=formats.media_type(file.doc_id),
+        content_encoding="base64" if formats.is_binary(file.doc_id) else "utf-8",
         path=file.doc_id,
     )
     op = "created" if prior is None else "updated"

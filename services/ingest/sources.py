@@ -10,10 +10,10 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
+from govindex.core import formats
 from govindex.core.errors import GovindexError
 from govindex.core.paths import selected
 
-DEFAULT_INCLUDE = ("*.md", "*.markdown", "*.txt")
 MAX_FILE_BYTES = 16 * 1024 * 1024
 
 
@@ -37,9 +37,12 @@ class Skipped:
 
 
 def decode_text(data: bytes, doc_id: str) -> str | Skipped:
-    """UTF-8 text, or why the file is not indexable text."""
+    """UTF-8 text (a PDF, Word or other binary type as base64, which the indexer
+    extracts), or why the file is not indexable."""
     if len(data) > MAX_FILE_BYTES:
         return Skipped(doc_id, f"file is {len(data)} bytes, over the {MAX_FILE_BYTES} limit")
+    if formats.is_binary(doc_id):
+        return formats.encode(data)
     if b"\x00" in data[:8192]:
         return Skipped(doc_id, "binary file (NUL byte)")
     try:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from govindex.core import formats
 from ingest import sources
 from ingest.sources import FolderSnapshot, GitSnapshot, Skipped, SourceReadError, decode_text
 from tests.support.pipeline import git
@@ -24,7 +25,7 @@ def test_a_commit_is_read_with_its_sha_time_and_filtered_files(tmp_path: Path) -
     snap = GitSnapshot(tmp_path)
     assert snap.source_version == f"git:{git(tmp_path, 'rev-parse', 'HEAD')}"
     assert snap.committed_at.isoformat() == "2025-02-03T04:05:06+00:00"
-    files = snap.files(sources.DEFAULT_INCLUDE, ["notes.*"])
+    files = snap.files(formats.DEFAULT_INCLUDE, ["notes.*"])
     assert [f.doc_id for f in files] == ["docs/a.md"]
     assert [data for _, data in snap.read(files)] == [b"# A\n"]
 

@@ -35,7 +35,9 @@ Include = Annotated[
         "--include",
         metavar="GLOB",
         help="Files to ingest, .gitignore-style: '*.md' at any depth, 'docs/**', "
-        "'!docs/old.md' (repeatable; default: *.md *.markdown *.txt).",
+        "'!docs/old.md' (repeatable; default: the manifest's include, else every type "
+        "govindex reads: Markdown, text, PDF, Office, HTML, notebooks, CSV, YAML, JSON, "
+        "HCL and code).",
         show_default=False,
         callback=check_globs,
     ),

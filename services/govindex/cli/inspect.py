@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import bisect
 import json
 from pathlib import Path
 from typing import Annotated
@@ -25,15 +26,17 @@ from govindex.cli.common import (
     with_runtime,
 )
 from govindex.control.status import collect_status, render_status
-from govindex.core.errors import InvalidEvent
+from govindex.core.errors import InvalidEvent, PermanentError
 from govindex.core.hashing import sha256_hex
 from govindex.core.logs import configure_logging
 from govindex.core.ports import DocumentRow
+from govindex.core.records import ChunkDraft
 from govindex.core.settings import Settings
 from govindex.core.tokens import SETTING as TOKENIZER_SETTING
 from govindex.core.tokens import TokenEstimator, TokenizerError, estimator_from
 from govindex.runtime.composition import Runtime
-from indexer.parsers import ParsedDocument, Parser, parser_for
+from indexer.extractors import SANDBOX, Page, extract, extractor_for
+from indexer.parsers import PARSERS, ParsedDocument, Parser, parser_for
 from indexer.stamping import simhash64, token_estimate
 from ingest.app import registered
 
@@ -109,7 +112,11 @@ def status_command(
 def chunk_command(
     file: Annotated[Path, typer.Argument(metavar="FILE", help="The file to cut.")],
     parser: Annotated[
-        str, typer.Option(help="markdown, csv, python, yaml, json, hcl, text or auto.")
+        str,
+        typer.Option(
+            help="A parser (markdown, csv, python, go, yaml, json, hcl, text, ...) or auto: by "
+            "file type, extracting PDF, Word, PowerPoint, Excel, HTML and notebooks first."
+        ),
     ] = "auto",
     json_lines: Annotated[
         bool, typer.Option("--json", help="Full chunk records as JSON lines.")
@@ -119,28 +126,53 @@ def chunk_command(
 
     Parses FILE locally and prints each chunk's kind, locator, span, heading path, labels,
     token estimate and first line, or the full records as JSON lines. The parser comes
-    from --parser or, by default, from the file type; tokens are counted as the indexer
-    counts them (GOVINDEX_TOKENIZER).
+    from --parser or, by default, from the file type; a PDF, Word, PowerPoint, Excel,
+    HTML or notebook file is first extracted to canonical text, as the indexer does (with
+    its limits: a file it would refuse is refused here with the same reason), and located
+    by page where it has pages. Tokens are counted as the indexer counts them
+    (GOVINDEX_TOKENIZER).
 
         govindex chunk runbooks/db-failover.md
+        govindex chunk policies/access.pdf
         govindex chunk infra/main.tf --json
     """
     try:
-        text = file.read_bytes().decode("utf-8")
-    except FileNotFoundError:
+        data = file.read_bytes()
+    except (FileNotFoundError, IsADirectoryError):
         raise Failure(f"{file}: no such file") from None
-    except UnicodeDecodeError as exc:
-        raise Failure(f"{file} is not UTF-8 text ({exc.reason}); govindex skips it") from None
-    chosen = parser_for(parser, file.name)
+    tokens = _configured_tokens()
+    extracted = None
+    if parser == "auto" and extractor_for(file.name) is not None:
+        try:
+            extracted = extract(file.name, data)
+        except PermanentError as exc:  # what the indexer would dead-letter it with
+            raise Failure(f"{file} is refused ({exc.reason}): {exc}") from None
+        finally:
+            SANDBOX.close()
+        assert extracted is not None
+        text, chosen = extracted.text, PARSERS[extracted.parser]
+    else:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise Failure(f"{file} is not UTF-8 text ({exc.reason}); govindex skips it") from None
+        chosen = parser_for(parser, file.name)
     try:
         parsed = chosen.parse(text)
     except InvalidEvent as exc:
         raise Failure(f"{file}: {exc}") from None
-    tokens = _configured_tokens()
+    where = file.as_posix()
+    pages = list(extracted.pages) if extracted else []
     if json_lines:
-        _print_chunk_records(file.as_posix(), chosen, parsed, tokens)
+        _print_chunk_records(where, chosen, parsed, tokens, pages)
     else:
-        _print_chunk_table(file.as_posix(), chosen, parsed, tokens)
+        if extracted is not None:
+            console.print(
+                f"{where}: extracted by {extracted.extractor} to {len(text):,} characters of "
+                f"canonical text"
+                + (f" on {len(pages)} page{'s' if len(pages) != 1 else ''}" if pages else "")
+            )
+        _print_chunk_table(where, chosen, parsed, tokens, pages)
     return 0
 
 
@@ -158,14 +190,18 @@ def _configured_tokens() -> TokenEstimator:
 
 
 def _print_chunk_records(
-    where: str, chosen: Parser, parsed: ParsedDocument, tokens: TokenEstimator
+    where: str,
+    chosen: Parser,
+    parsed: ParsedDocument,
+    tokens: TokenEstimator,
+    pages: list[Page],
 ) -> None:
     for c in parsed.chunks:
         record = c.as_json()
         record.update(
             parser=chosen.name,
             parser_version=chosen.version,
-            locator=_locator(where, c.anchor, c.span.line_start, c.span.line_end),
+            locator=_locator(where, c, pages),
             content_hash=sha256_hex(c.text),
             token_estimate=token_estimate(c.text, tokens),
             simhash=simhash64(c.text),
@@ -174,7 +210,11 @@ def _print_chunk_records(
 
 
 def _print_chunk_table(
-    where: str, chosen: Parser, parsed: ParsedDocument, tokens: TokenEstimator
+    where: str,
+    chosen: Parser,
+    parsed: ParsedDocument,
+    tokens: TokenEstimator,
+    pages: list[Page],
 ) -> None:
     console.print(
         f"{where}: {len(parsed.chunks)} chunks by {chosen.name}@{chosen.version}"
@@ -187,8 +227,7 @@ def _print_chunk_table(
             (
                 str(c.ordinal),
                 c.kind.value,
-                "#"
-                + _locator(where, c.anchor, c.span.line_start, c.span.line_end).split("#", 1)[1],
+                "#" + _locator(where, c, pages).split("#", 1)[1],
                 f"{c.span.line_start}-{c.span.line_end}",
                 f"{c.span.char_start}-{c.span.char_end}",
                 str(token_estimate(c.text, tokens)),
@@ -201,8 +240,15 @@ def _print_chunk_table(
     )
 
 
-def _locator(where: str, anchor: str, first: int, last: int) -> str:
-    return f"{where}#{anchor}" if anchor else f"{where}#L{first}-L{last}"
+def _locator(where: str, draft: ChunkDraft, pages: list[Page]) -> str:
+    """Where the indexer would locate the chunk: by page in a paged file, else by anchor
+    or lines of the (canonical) text."""
+    if pages:
+        at = bisect.bisect_right([p.start for p in pages], draft.span.char_start) - 1
+        return f"{where}#page={pages[max(0, at)].number}"
+    if draft.anchor:
+        return f"{where}#{draft.anchor}"
+    return f"{where}#L{draft.span.line_start}-L{draft.span.line_end}"
 
 
 def _first_line(text: str) -> str:

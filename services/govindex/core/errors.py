@@ -50,6 +50,32 @@ class ParserFailed(PermanentError):
     reason = "parser_failed"
 
 
+class TooLarge(PermanentError):
+    """A file over an extraction limit (bytes, pages, decompressed size, text): the message
+    names the limit and the figure."""
+
+    reason = "too_large"
+
+
+class ExtractionTimeout(PermanentError):
+    """An extractor ran past its time limit on a file; it would on every redelivery."""
+
+    reason = "timeout"
+
+
+class Unreadable(PermanentError):
+    """A file its extractor cannot read (malformed, encrypted, not what its name says): the
+    message gives the library's reason."""
+
+    reason = "unreadable"
+
+
+class NoTextLayer(PermanentError):
+    """A PDF with no text to extract (a scan): there is nothing to index without OCR."""
+
+    reason = "no_text_layer"
+
+
 class ContentUnavailable(PermanentError):
     reason = "content_unavailable"
 

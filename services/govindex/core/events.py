@@ -62,6 +62,11 @@ class DocumentChanged(DocumentPayload):
     content: str | None = None
     content_ref: Sha256 | None = None
     media_type: str = "text/markdown"
+    content_encoding: Literal["utf-8", "base64"] = Field(
+        default="utf-8",
+        description="base64: the content is a binary file's bytes (PDF, Word, ...), which "
+        "the indexer extracts to text; content_hash is of the base64 text either way",
+    )
     path: str | None = None
     title: str | None = None
     acl: list[Principal] | None = None

@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from govindex.core.facts import MAX_FACT_MAPPINGS, FactMapping, check_relations
+from govindex.core.formats import DEFAULT_INCLUDE
 from govindex.core.inputs import has_control, quote
 from govindex.core.links import template_problem
 from govindex.core.paths import check_patterns, selected
@@ -64,7 +65,11 @@ class SourceType(StrEnum):
 # A source's include/exclude patterns, refused at the boundary if .gitignore syntax does not
 # allow them.
 Patterns = Annotated[list[str], AfterValidator(check_patterns)]
-INCLUDE_HELP = "documents: .gitignore-style patterns; `*.md` matches at any depth"
+INCLUDE_HELP = (
+    "documents: .gitignore-style patterns; `*.md` matches at any depth; left out, every type "
+    "govindex reads (Markdown, text, PDF, Word, PowerPoint, Excel, HTML, notebooks, CSV, YAML, "
+    "JSON, HCL and code)"
+)
 EXCLUDE_HELP = "left out: .gitignore-style patterns"
 
 
@@ -130,7 +135,7 @@ class GitSettings(BaseModel):
     remote_url: str = Field(min_length=1, description="clone URL; a local path or file:// works")
     branch: str = "main"
     include: Patterns = Field(
-        default_factory=lambda: ["*.md", "*.markdown", "*.txt"], description=INCLUDE_HELP
+        default_factory=lambda: list(DEFAULT_INCLUDE), description=INCLUDE_HELP
     )
     exclude: Patterns = Field(default_factory=list, description=EXCLUDE_HELP)
 
@@ -153,7 +158,7 @@ class FolderSettings(BaseModel):
 
     path: str = Field(min_length=1, description="the folder, absolute (or relative to the workers)")
     include: Patterns = Field(
-        default_factory=lambda: ["*.md", "*.markdown", "*.txt"], description=INCLUDE_HELP
+        default_factory=lambda: list(DEFAULT_INCLUDE), description=INCLUDE_HELP
     )
     exclude: Patterns = Field(default_factory=list, description=EXCLUDE_HELP)
 

@@ -88,7 +88,8 @@ class PostgresPurgeStore(PostgresAdapter):
                 params,
             )
             cur = await conn.execute(
-                "UPDATE document_versions SET content = NULL, title = NULL, metadata = '{}', "
+                "UPDATE document_versions SET content = NULL, raw_content = NULL, title = NULL, "
+                " metadata = '{}', "
                 " content_purged_at = now() WHERE tenant_id = %s AND source_id = %s AND doc_id "
                 "= %s AND version_sequence <= %s AND content_purged_at IS NULL "
                 "RETURNING content_hash",
@@ -215,7 +216,8 @@ class PostgresPurgeStore(PostgresAdapter):
             removed = [row[0] for row in await cur.fetchall()]
             await conn.execute("DELETE FROM graph_edges WHERE version_id = %s", (version_id,))
             cur = await conn.execute(
-                "UPDATE document_versions SET content = NULL, title = NULL, metadata = '{}', "
+                "UPDATE document_versions SET content = NULL, raw_content = NULL, title = NULL, "
+                " metadata = '{}', "
                 " content_purged_at = now() WHERE version_id = %s AND content_purged_at IS NULL "
                 "RETURNING tenant_id, source_id, doc_id, version_sequence",
                 (version_id,),

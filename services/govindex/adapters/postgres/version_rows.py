@@ -52,7 +52,7 @@ async def copy_versions(conn: AsyncConnection[Any], plans: Sequence[VersionPlan]
             "COPY document_versions (version_id, tenant_id, source_id, doc_id, "
             " version_sequence, sequence, source_version, content_hash, content, "
             " media_type, title, metadata, declared_valid_to, valid_from, valid_to, "
-            " observed_at, recorded_at, parser, parser_version) FROM STDIN"
+            " observed_at, recorded_at, parser, parser_version, raw_content) FROM STDIN"
         ) as copy,
     ):
         for plan in plans:
@@ -77,6 +77,7 @@ async def copy_versions(conn: AsyncConnection[Any], plans: Sequence[VersionPlan]
                     plan.recorded_at,
                     plan.parser,
                     plan.parser_version,
+                    plan.raw_content,
                 )
             )
 

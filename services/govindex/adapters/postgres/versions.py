@@ -31,7 +31,8 @@ class PostgresVersionStore(PostgresAdapter):
             "SELECT d.tenant_id, d.source_id, d.doc_id, d.path, v.version_id, "
             " v.version_sequence, v.sequence, v.source_version, v.content_hash, v.content, "
             " v.media_type, v.valid_from, v.valid_to, v.observed_at, v.recorded_at, "
-            " v.parser, v.parser_version FROM documents d JOIN document_versions v "
+            " v.parser, v.parser_version, v.raw_content FROM documents d JOIN "
+            " document_versions v "
             " ON v.version_id = d.current_version_id WHERE d.state = 'active' "
             " AND v.content IS NOT NULL AND (%s::text IS NULL OR d.source_id = %s) "
             " AND (%s::text IS NULL OR v.parser = %s) ORDER BY d.source_id, d.doc_id",
@@ -39,7 +40,11 @@ class PostgresVersionStore(PostgresAdapter):
         )
 
     async def replace_version_chunks(
-        self, version_id: str, expected: tuple[str, str], chunks: Sequence[Chunk]
+        self,
+        version_id: str,
+        expected: tuple[str, str],
+        chunks: Sequence[Chunk],
+        content: str | None = None,
     ) -> list[str] | None:
         """Swap a current version's chunks for a re-parse; return the replaced chunk ids.
 
@@ -70,11 +75,12 @@ class PostgresVersionStore(PostgresAdapter):
                     (chunks[0].chunk_id, version_id),
                 )
             await conn.execute(
-                "UPDATE document_versions SET parser = %s, parser_version = %s "
-                "WHERE version_id = %s",
+                "UPDATE document_versions SET parser = %s, parser_version = %s, "
+                " content = coalesce(%s, content) WHERE version_id = %s",
                 (
                     chunks[0].parser if chunks else expected[0],
                     chunks[0].parser_version if chunks else expected[1],
+                    content,  # re-extracted: the new canonical text the chunks point into
                     version_id,
                 ),
             )

@@ -123,5 +123,9 @@ class VersionStore(Protocol):
     ) -> list[StoredVersion]: ...
 
     async def replace_version_chunks(
-        self, version_id: str, expected: tuple[str, str], chunks: Sequence[Chunk]
+        self,
+        version_id: str,
+        expected: tuple[str, str],
+        chunks: Sequence[Chunk],
+        content: str | None = None,
     ) -> list[str] | None: ...

@@ -127,6 +127,9 @@ class VersionPlan(_AboutOneDocument, _VersionStamps):
     version_id: str
     edges: Sequence[GraphEdge] = ()
     entities: Sequence[EntityDecl] = ()  # declared by the version's fact entries
+    # The event's content when an extractor made `content` of it (base64 for a binary
+    # file): kept so a new extractor version can re-extract without the source.
+    raw_content: str | None = None
     # One unit-length float32 vector per chunk (same order), and the model that made them.
     vectors: Sequence[bytes] = ()
     embedder: tuple[str, str] | None = None
@@ -204,6 +207,7 @@ class StoredVersion(_VersionStamps):
     content_hash: str
     content: str
     media_type: str
+    raw_content: str | None = None  # what an extractor made `content` of, if one did
 
 
 @dataclass(frozen=True)
