@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck check schemas bench bench-purge bench-emission bench-throughput eval-readpath eval-packs eval-facts clean up docs
+.PHONY: demo test lint typecheck check schemas bench bench-formats bench-purge bench-emission bench-throughput eval-readpath eval-packs eval-facts clean up docs
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,11 @@ check: lint typecheck test
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet langchain-text-splitters
 	$(BIN)/python bench/chunking.py
+
+# Extraction and code parsing per format, against markitdown (docs/benchmarks/formats.md).
+bench-formats: $(STAMP)
+	$(BIN)/python -m pip install --quiet 'markitdown[pdf,docx,pptx,xlsx]'
+	$(BIN)/python bench/formats.py
 
 bench-purge: $(STAMP)
 	$(BIN)/python bench/purge_latency.py
