@@ -31,12 +31,13 @@ from govindex.core.records import AclPolicy, Chunk, DeletionMode, SourceManifest
 from govindex.core.tokens import HEURISTIC, TokenEstimator
 from indexer.decisions import Incoming, decide_change, decide_deletion
 from indexer.extractors import Extracted, Page
+from indexer.extractors.regions import cut
 from indexer.facts import PARSER as FACTS_PARSER
 from indexer.facts import VERSION as FACTS_VERSION
 from indexer.facts import Facts, parse_facts
 from indexer.frontmatter import Frontmatter
 from indexer.graph import extract_edges
-from indexer.parsers import PARSERS, Parser, parse, parser_for
+from indexer.parsers import PARSERS, ParsedDocument, Parser, parse, parser_for
 from indexer.stamping import (
     StampContext,
     resolve_access,
@@ -144,7 +145,10 @@ def plan_version(
     mapping = manifest.fact_mapping(where) if extracted is None else None
     parser = PARSERS[extracted.parser] if extracted else parser_for(manifest.parser, where)
     # A mapped file is cut by its entries, not by its format's parser (a CDC row by both).
-    parsed = parse(parser, content) if mapping is None or mapping.table else None
+    if extracted is not None:
+        parsed: ParsedDocument | None = cut(extracted)
+    else:
+        parsed = parse(parser, content) if mapping is None or mapping.table else None
     frontmatter = Frontmatter.of(parsed.frontmatter if parsed else {})  # InvalidFrontmatter
     valid_from, valid_to = resolve_validity(manifest, payload, frontmatter)
     facts = None

@@ -17,6 +17,7 @@ from govindex.core.ports import ChunkStore, SearchIndex, SourceRegistry, StoredV
 from govindex.core.records import Access, Chunk, SourceManifest
 from govindex.core.tokens import HEURISTIC, TokenEstimator
 from indexer.extractors import Extracted, extractor_for
+from indexer.extractors.regions import cut
 from indexer.frontmatter import Frontmatter
 from indexer.parsers import PARSERS, Parser, parse, parser_for
 from indexer.planning import on_pages
@@ -140,7 +141,7 @@ async def _restamp(
         media_type=row.media_type,
         path=row.path,
     )
-    parsed = parse(parser, text)
+    parsed = cut(extracted) if extracted else parse(parser, text)
     frontmatter = Frontmatter.of(parsed.frontmatter)  # refused: reported failed, chunks kept
     existing = await chunks.chunks_of_version(row.version_id)
     if existing:  # keep the access the document was indexed with (it may have come from CDC)

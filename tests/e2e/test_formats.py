@@ -150,7 +150,7 @@ NOTEBOOK = json.dumps(
                 "outputs": [
                     {"output_type": "stream", "name": "stdout", "text": ["OUTPUT-NOT-INDEXED\n"]}
                 ],
-                "source": ["budget = 0.999\n", "print(budget)"],
+                "source": ["def budget_left(slo):\n", "    return 1 - slo\n"],
             },
         ],
     }
@@ -245,7 +245,9 @@ async def test_every_format_in_a_folder_is_indexed_governed_and_located(
     assert {c["kind"] for c in pdf} & {"clause", "step"}
     deck = chunks["reviews/q1.pptx"]
     assert any(c["locator"] == "reviews/q1.pptx#page=2" and "ledger" in c["text"] for c in deck)
-    assert all("OUTPUT-NOT-INDEXED" not in c["text"] for c in chunks["notebooks/budget.ipynb"])
+    notebook = chunks["notebooks/budget.ipynb"]
+    assert all("OUTPUT-NOT-INDEXED" not in c["text"] for c in notebook)
+    assert any("function:budget_left" in c["labels"] for c in notebook)  # its code parser
     html = chunks["wiki/cache-flush.html"]
     assert all("<" not in c["text"] and "Menu" not in c["text"] for c in html)
     assert any("function:Charge" in c["labels"] for c in chunks["code/billing.go"])

@@ -15,6 +15,7 @@ from govindex.core.errors import TooLarge, Unreadable
 from govindex.core.records import ChunkKind
 from indexer.extractors.base import Limits
 from indexer.extractors.notebook import MAX_CELLS, NOTEBOOK, NotebookExtractor
+from indexer.extractors.regions import cut as cut_regions
 from indexer.parsers import PARSERS
 
 LIMITS = Limits()
@@ -133,15 +134,24 @@ def test_a_realistic_notebook_is_its_cells_in_order_without_outputs() -> None:
         "# Checkout latency analysis\n\nWhy p99 rose after the 10:42 deploy.\n\n"
         "## Steps\n\n1. Load the traces.\n2. Group them by region.\n"
         "3. Compare before and after the deploy.\n\n"
-        '```python\nimport pandas as pd\n\ntraces = pd.read_parquet("traces.parquet")\n'
-        'print("rows:", len(traces))\n```\n\n'
-        '```python\ntraces.groupby("region").p99.plot()\n```\n\n'
-        '```python\ntraces["region"]\n```\n\n'
+        'import pandas as pd\n\ntraces = pd.read_parquet("traces.parquet")\n'
+        'print("rows:", len(traces))\n\n'
+        'traces.groupby("region").p99.plot()\n\n'
+        'traces["region"]\n\n'
         "## Findings\n\n| region | p99 before | p99 after |\n|---|---|---|\n"
         "| eu-west | 180 ms | 410 ms |\n| us-east | 170 ms | 175 ms |\n\n"
         ".. note::\n\n\\# rendered by Sphinx, not a heading\n\n1\\. not a step\n"
     )
     assert "SECRET-OUTPUT" not in text and "iVBOR" not in text and "KeyError" not in text
+    # Each Python cell is a region the Python parser cuts, at its exact offsets.
+    regions = NOTEBOOK.extract(incident_analysis(), Limits()).regions
+    assert [text[r.start : r.end] for r in regions] == [
+        'import pandas as pd\n\ntraces = pd.read_parquet("traces.parquet")\n'
+        'print("rows:", len(traces))',
+        'traces.groupby("region").p99.plot()',
+        'traces["region"]',
+    ]
+    assert {r.parser for r in regions} == {"python"}
     chunks = chunks_of(text)
     steps = [c for c in chunks if c.kind is ChunkKind.STEP]
     assert [s.labels for s in steps] == [("step:1",), ("step:2",), ("step:3",)]
@@ -155,12 +165,12 @@ def test_a_realistic_notebook_is_its_cells_in_order_without_outputs() -> None:
 def test_code_cells_take_the_kernels_language() -> None:
     r_kernel = json.loads(notebook([code("summary(df)")], language="R"))
     assert text_of(json.dumps(r_kernel).encode()) == "```R\nsummary(df)\n```\n"
-    del r_kernel["metadata"]["kernelspec"]
-    assert text_of(json.dumps(r_kernel).encode()) == "```python\nsummary(df)\n```\n"
+    del r_kernel["metadata"]["kernelspec"]  # language_info names python: the Python parser's
+    assert text_of(json.dumps(r_kernel).encode()) == "summary(df)\n"
     r_kernel["metadata"] = {}
     assert text_of(json.dumps(r_kernel).encode()) == "```\nsummary(df)\n```\n"
-    fenced = text_of(notebook([code('s = """\n```\n"""')]))
-    assert fenced == '````python\ns = """\n```\n"""\n````\n'
+    fenced = text_of(notebook([code('s = """\n```\n"""')], language="R"))
+    assert fenced == '````R\ns = """\n```\n"""\n````\n'
 
 
 def test_nbformat_3_worksheets_with_heading_cells() -> None:
@@ -191,7 +201,7 @@ def test_nbformat_3_worksheets_with_heading_cells() -> None:
         ],
     }
     text = text_of(json.dumps(v3).encode())
-    assert text == '# Test\n\n**Lorem** ipsum.\n\n```python\nprint("hello")\n```\n\n## Pyout\n'
+    assert text == '# Test\n\n**Lorem** ipsum.\n\nprint("hello")\n\n## Pyout\n'
 
 
 def test_markdown_cells_cannot_swallow_the_cells_after_them() -> None:
@@ -209,7 +219,7 @@ def test_a_yaml_header_cell_is_text_not_frontmatter() -> None:
 
 
 def test_the_extractor_says_what_it_is() -> None:
-    assert (NOTEBOOK.name, NOTEBOOK.version, NOTEBOOK.binary) == ("ipynb", "1.0.0", False)
+    assert (NOTEBOOK.name, NOTEBOOK.version, NOTEBOOK.binary) == ("ipynb", "1.1.0", False)
     assert NOTEBOOK.suffixes == (".ipynb",)
     assert text_of(notebook([])) == ""
 
@@ -289,3 +299,26 @@ def test_any_bytes_give_text_or_a_refusal(data: bytes) -> None:
     except (Unreadable, TooLarge):
         return
     chunks_of(text)
+
+
+def test_code_cells_are_cut_by_their_languages_parser_under_their_section() -> None:
+    data = notebook(
+        [
+            markdown("# Load\n\nRead the traces."),
+            code("import json\n\n\ndef load(path):\n    return json.load(open(path))"),
+            markdown("## Plot"),
+            code("SELECT region, p99 FROM traces;"),
+        ]
+    )
+    extracted = NOTEBOOK.extract(data, Limits())
+    parsed = cut_regions(extracted)
+    text = extracted.text
+    for c in parsed.chunks:  # every chunk is the canonical text at its span
+        assert text[c.span.char_start : c.span.char_end] == c.text
+        assert text.splitlines()[c.span.line_start - 1] == c.text.splitlines()[0]
+    (load,) = [c for c in parsed.chunks if "function:load" in c.labels]
+    assert load.kind is ChunkKind.FUNCTION
+    section = parsed.chunks[load.parent_ordinal] if load.parent_ordinal is not None else None
+    assert section is not None and section.heading_path == ("Load",)
+    assert [c.ordinal for c in parsed.chunks] == list(range(len(parsed.chunks)))
+    assert "python" in {r.parser for r in extracted.regions}  # the kernel's, for every cell

@@ -26,7 +26,7 @@ from govindex.cli.common import (
     with_runtime,
 )
 from govindex.control.status import collect_status, render_status
-from govindex.core.errors import InvalidEvent, PermanentError
+from govindex.core.errors import InvalidEvent, ParserFailed, PermanentError
 from govindex.core.hashing import sha256_hex
 from govindex.core.logs import configure_logging
 from govindex.core.ports import DocumentRow
@@ -36,6 +36,7 @@ from govindex.core.tokens import SETTING as TOKENIZER_SETTING
 from govindex.core.tokens import TokenEstimator, TokenizerError, estimator_from
 from govindex.runtime.composition import Runtime
 from indexer.extractors import SANDBOX, Page, extract, extractor_for
+from indexer.extractors.regions import cut
 from indexer.parsers import PARSERS, ParsedDocument, Parser, parser_for
 from indexer.stamping import simhash64, token_estimate
 from ingest.app import registered
@@ -158,8 +159,8 @@ def chunk_command(
             raise Failure(f"{file} is not UTF-8 text ({exc.reason}); govindex skips it") from None
         chosen = parser_for(parser, file.name)
     try:
-        parsed = chosen.parse(text)
-    except InvalidEvent as exc:
+        parsed = cut(extracted) if extracted else chosen.parse(text)
+    except (InvalidEvent, ParserFailed) as exc:
         raise Failure(f"{file}: {exc}") from None
     where = file.as_posix()
     pages = list(extracted.pages) if extracted else []

@@ -32,12 +32,24 @@ class Page:
 
 
 @dataclass(frozen=True)
+class Region:
+    """[start, end) of the canonical text is cut by `parser` rather than the extracted
+    text's own (a notebook's code cell by its language's parser)."""
+
+    start: int
+    end: int
+    parser: str
+
+
+@dataclass(frozen=True)
 class Extracted:
-    """Canonical text, the parser that cuts it, and where its pages begin (if any)."""
+    """Canonical text, the parser that cuts it (and the regions other parsers cut), and
+    where its pages begin (if any)."""
 
     text: str
     parser: str = "markdown"
     pages: tuple[Page, ...] = ()
+    regions: tuple[Region, ...] = ()
     extractor: str = ""  # name-version of what made it, recorded in the parser_version
 
 

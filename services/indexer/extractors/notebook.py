@@ -1,9 +1,11 @@
 """Jupyter notebooks (.ipynb) to canonical Markdown: the cells, in order, without outputs.
 
 Markdown cells are the author's Markdown and stay verbatim, so their headings give the
-notebook its sections; code cells become fenced code blocks in the kernel's language
-(`metadata.kernelspec.language`, else `metadata.language_info.name`; nbformat 3 keeps it
-on each cell); raw cells (text meant for nbconvert, never rendered as Markdown) are plain
+notebook its sections; a code cell in a language govindex has a parser for is its code as
+written, marked as a region that parser cuts (`indexer.extractors.regions`), so a function
+in a cell is a function chunk; in another language it is a fenced code block. The language
+is the kernel's (`metadata.kernelspec.language`, else `metadata.language_info.name`;
+nbformat 3 keeps it on each cell). Raw cells (text meant for nbconvert, never rendered as Markdown) are plain
 paragraphs, escaped where a line would read as Markdown structure; v3 heading cells are
 headings. Cells are separated by a blank line. Outputs are dropped: they are results of a
 run (often large, binary or stale), not what the author wrote.
@@ -26,7 +28,7 @@ import re
 from typing import Any
 
 from govindex.core.errors import TooLarge, Unreadable
-from indexer.extractors.base import Extracted, Limits, check_size, check_text
+from indexer.extractors.base import Extracted, Limits, Region, check_size, check_text
 from indexer.extractors.html import escape_line
 
 WHAT = "the notebook"
@@ -40,7 +42,7 @@ _FRONTMATTER = re.compile(r"---[ \t]*(?:\r\n|\r|\n)")
 
 class NotebookExtractor:
     name = "ipynb"
-    version = "1.0.0"
+    version = "1.1.0"
     suffixes: tuple[str, ...] = (".ipynb",)
     binary = False
 
@@ -55,11 +57,17 @@ class NotebookExtractor:
             )
         language = _kernel_language(notebook.get("metadata"))
         blocks: list[str] = []
+        regions: list[Region] = []
         size = 0
         for index, cell in enumerate(cells):
             block = _block(cell, index, version, language)
             if not block:
                 continue
+            parser = _code_parser(cell, version, language)
+            if parser is not None:  # the cell's own code, cut by its language's parser
+                block = _source(cell, "input" if version == 3 else "source", index)
+                block = block.strip("\r\n").rstrip()
+                regions.append(Region(size, size + len(block), parser))
             size += len(block) + 2
             if size > limits.max_text_chars:
                 raise TooLarge(
@@ -70,7 +78,8 @@ class NotebookExtractor:
         text = "\n\n".join(blocks) + "\n" if blocks else ""
         if _FRONTMATTER.match(text):
             text = "\\" + text  # a YAML header cell is text here, never metadata
-        return Extracted(check_text(text, limits, WHAT))
+            regions = [Region(r.start + 1, r.end + 1, r.parser) for r in regions]
+        return Extracted(check_text(text, limits, WHAT), regions=tuple(regions))
 
 
 NOTEBOOK = NotebookExtractor()
@@ -187,6 +196,37 @@ def _open_fence(text: str) -> str:
         elif run[0] == opened[0] and len(run) >= len(opened) and not line[found.end() :].strip():
             opened = None
     return opened or ""
+
+
+# A kernel's language and the parser that cuts its cells (others stay fenced code).
+_PARSERS = {
+    "python": "python",
+    "python3": "python",
+    "javascript": "javascript",
+    "typescript": "typescript",
+    "bash": "shell",
+    "sh": "shell",
+    "shell": "shell",
+    "sql": "sql",
+    "go": "go",
+    "rust": "rust",
+    "java": "java",
+    "c": "c",
+    "c++": "cpp",
+    "cpp": "cpp",
+    "c#": "csharp",
+    "csharp": "csharp",
+    "ruby": "ruby",
+    "kotlin": "kotlin",
+}
+
+
+def _code_parser(cell: Any, version: int, language: str) -> str | None:
+    """The parser for a code cell's language, if there is one."""
+    if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+        return None
+    own = cell.get("language") if version == 3 else None
+    return _PARSERS.get((own if isinstance(own, str) else language).strip().lower())
 
 
 def _code(source: str, language: str) -> str:
