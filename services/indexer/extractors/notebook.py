@@ -5,10 +5,10 @@ notebook its sections; a code cell in a language govindex has a parser for is it
 written, marked as a region that parser cuts (`indexer.extractors.regions`), so a function
 in a cell is a function chunk; in another language it is a fenced code block. The language
 is the kernel's (`metadata.kernelspec.language`, else `metadata.language_info.name`;
-nbformat 3 keeps it on each cell). Raw cells (text meant for nbconvert, never rendered as Markdown) are plain
-paragraphs, escaped where a line would read as Markdown structure; v3 heading cells are
-headings. Cells are separated by a blank line. Outputs are dropped: they are results of a
-run (often large, binary or stale), not what the author wrote.
+nbformat 3 keeps it on each cell). Raw cells (text meant for nbconvert, never rendered as
+Markdown) are plain paragraphs, escaped where a line would read as Markdown structure;
+v3 heading cells are headings. Cells are separated by a blank line. Outputs are dropped:
+they are results of a run (often large, binary or stale), not what the author wrote.
 
 The JSON is read with the standard library: a notebook is plain JSON, and its shape is
 checked here (nbformat 4 `cells`, or nbformat 3 `worksheets`; each cell a markdown, code
