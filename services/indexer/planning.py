@@ -30,7 +30,7 @@ from govindex.core.ports import (
 from govindex.core.records import AclPolicy, Chunk, DeletionMode, SourceManifest
 from govindex.core.tokens import HEURISTIC, TokenEstimator
 from indexer.decisions import Incoming, decide_change, decide_deletion
-from indexer.extractors import Extracted, Page
+from indexer.extractors import Box, Extracted, Page
 from indexer.extractors.regions import cut
 from indexer.facts import PARSER as FACTS_PARSER
 from indexer.facts import VERSION as FACTS_VERSION
@@ -184,7 +184,7 @@ def plan_version(
     )
     chunks = stamp_chunks(ctx, parsed.chunks)
     if extracted is not None and extracted.pages:
-        chunks = on_pages(chunks, extracted.pages, where)
+        chunks = on_pages(chunks, extracted.pages, where, extracted.boxes)
     if facts is not None:
         chunks = stamp_entries(chunks, facts, manifest)
     return VersionPlan(
@@ -222,23 +222,43 @@ def plan_version(
     )
 
 
-def on_pages(chunks: Sequence[Chunk], pages: Sequence[Page], where: str) -> list[Chunk]:
+def on_pages(
+    chunks: Sequence[Chunk], pages: Sequence[Page], where: str, boxes: Sequence[Box] = ()
+) -> list[Chunk]:
     """Each chunk of a paged file located by the page its text begins on: a `page:N`
-    label and the locator `file.pdf#page=N` a viewer opens."""
+    label and the locator `file.pdf#page=N` a viewer opens; where the file says where its
+    text was printed (a PDF), a `bbox:LEFT,TOP,RIGHT,BOTTOM` label too: the rectangle, in
+    points from the page's top-left corner, around the chunk's text on that page."""
     starts = [p.start for p in pages]
+    box_ends = [b.end for b in boxes]
     out = []
     for chunk in chunks:
         at = bisect.bisect_right(starts, chunk.char_start) - 1
         number = pages[max(0, at)].number
+        labels = [*chunk.labels, f"page:{number}"]
+        around = _around(boxes, box_ends, chunk.char_start, chunk.char_end, number)
+        if around:
+            labels.append(around)
         out.append(
-            chunk.model_copy(
-                update={
-                    "locator": f"{where}#page={number}",
-                    "labels": (*chunk.labels, f"page:{number}"),
-                }
-            )
+            chunk.model_copy(update={"locator": f"{where}#page={number}", "labels": tuple(labels)})
         )
     return out
+
+
+def _around(boxes: Sequence[Box], ends: list[int], start: int, end: int, page: int) -> str:
+    """The `bbox:` label of the boxes on `page` that [start, end) overlaps ('' if none)."""
+    left = top = float("inf")
+    right = bottom = float("-inf")
+    k = bisect.bisect_right(ends, start)
+    while k < len(boxes) and boxes[k].start < end:
+        box = boxes[k]
+        if box.page == page:
+            left, top = min(left, box.left), min(top, box.top)
+            right, bottom = max(right, box.right), max(bottom, box.bottom)
+        k += 1
+    if left == float("inf"):
+        return ""
+    return f"bbox:{left:g},{top:g},{right:g},{bottom:g}"
 
 
 def facts_parser(mapping: FactMapping | None, parser: Parser) -> tuple[str, str]:

@@ -173,7 +173,7 @@ async def _restamp(
     now = datetime.now(UTC)
     stamped = stamp_chunks(ctx, parsed.chunks)
     if extracted is not None and extracted.pages:
-        stamped = on_pages(stamped, extracted.pages, row.path or row.doc_id)
+        stamped = on_pages(stamped, extracted.pages, row.path or row.doc_id, extracted.boxes)
     return [c.model_copy(update={"indexed_at": now}) for c in stamped]
 
 

@@ -1,8 +1,9 @@
-"""The formats teams have, through the real connectors and servers: a folder and a git
-repository (by webhook) holding a PDF policy, a Word guide, a slide deck, a spreadsheet,
-a wiki page, a notebook and Go code are indexed with the default include, governed like
-Markdown, located by page where they have pages, faithful to their canonical text; a zip
-bomb and a broken PDF are dead-lettered once with their reason and block nothing."""
+"""The formats teams have, through the real connectors and servers: a folder, a git
+repository read by `govindex ingest git` and one pushed to by webhook, holding a PDF
+policy, a Word guide, a slide deck, a spreadsheet, a wiki page, a notebook and Go code,
+are indexed with the default include, governed like Markdown, located by page (and on
+the page) where they have pages, faithful to their canonical text; a zip bomb and a
+broken PDF are dead-lettered once with their reason and block nothing."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from reportlab.pdfgen import canvas
 from govindex.core.deadletters import ERROR_HEADER, REASON_HEADER
 from indexer.extractors.pdf import PDF
 from indexer.reparse import reparse
-from ingest.app import WebhookServer, sync_source
+from ingest.app import GitCheckout, WebhookServer, sync_source
 from reader.app import read_service
 from reader.models import SearchRequest, Subject
 from tests.e2e.test_hostile_documents import letters_with
@@ -200,7 +201,7 @@ async def _assert_indexed_faithfully(p: Pipeline, source: str) -> dict[str, list
     chunks: dict[str, list[dict[str, Any]]] = {}
     async with p.pool.connection() as conn:
         cur = await conn.execute(
-            "SELECT doc_id, text, char_start, char_end, locator, labels, kind FROM chunks "
+            "SELECT doc_id, text, char_start, char_end, locator, labels, kind, context FROM chunks "
             "WHERE source_id = %s AND superseded_at IS NULL",
             (source,),
         )
@@ -241,10 +242,26 @@ async def test_every_format_in_a_folder_is_indexed_governed_and_located(
     approval = next(c for c in pdf if "second approver" in c["text"])
     assert approval["locator"] == "policies/access.pdf#page=2"
     assert "page:2" in approval["labels"]
+    # Where on the page: its first line was drawn at x=72 on the baseline 754 points up
+    # an A4 page, in 11-point type (8.8 points of it above the baseline).
+    (bbox,) = [label for label in approval["labels"] if label.startswith("bbox:")]
+    left, top, right, bottom = (float(v) for v in bbox.removeprefix("bbox:").split(","))
+    assert left == pytest.approx(72, abs=0.5) and right > 300
+    assert top == pytest.approx(A4[1] - 754 - 8.8, abs=1) and bottom > A4[1] - 754
     assert all("Acme Policy - Page" not in c["text"] for c in pdf)  # the running footer
     assert {c["kind"] for c in pdf} & {"clause", "step"}
     deck = chunks["reviews/q1.pptx"]
-    assert any(c["locator"] == "reviews/q1.pptx#page=2" and "ledger" in c["text"] for c in deck)
+    ledger = next(c for c in deck if "ledger" in c["text"])
+    assert ledger["locator"] == "reviews/q1.pptx#page=2"
+    assert ledger["context"] == "Notes: speaker notes 2"  # the slide's notes as its context
+    assert any(c["text"].strip() == "> Notes: speaker notes 2" for c in deck)  # and found
+    rota = [c for c in chunks["oncall/rota.xlsx"] if c["kind"] == "row_group"]
+    assert [(c["text"], c["labels"][:2]) for c in rota] == [
+        (
+            "week,primary,secondary\n2025-W10,ana,bo\n2025-W11,chen,dee",
+            ["key:2025-W10", "key:2025-W11"],
+        )
+    ]
     notebook = chunks["notebooks/budget.ipynb"]
     assert all("OUTPUT-NOT-INDEXED" not in c["text"] for c in notebook)
     assert any("function:budget_left" in c["labels"] for c in notebook)  # its code parser
@@ -299,6 +316,29 @@ async def test_a_zip_bomb_and_a_broken_pdf_are_dead_lettered_once_with_their_rea
     await until(  # nothing else blocked, nothing of the refused files stored
         lambda: _versions(p, source), lambda v: set(v) == {"fine.html"}, 60, "fine.html"
     )
+
+
+async def test_every_format_in_a_git_repository_is_indexed_from_its_blobs(
+    pipeline: Pipeline, tmp_path: Path
+) -> None:
+    """What `govindex ingest git` runs: the files are read from the commit's blobs, not
+    a checkout, and each binary travels as its bytes."""
+    p = pipeline
+    source = f"git-{p.tenant}"
+    await p.register(source_id=source)  # the default include
+    remote = Remote(tmp_path / "repo")
+    head = remote.commit("2025-03-01T00:00:00Z", dict(corpus()))
+    report, version = await sync_source(p.rt, source, GitCheckout(remote.path, "HEAD"))
+    assert version == f"git:{head}"
+    assert sorted(report.created) == sorted(corpus()) and report.skipped == []
+    await p.wait_caught_up(source)
+    chunks = await _assert_indexed_faithfully(p, source)
+    approval = next(c for c in chunks["policies/access.pdf"] if "second approver" in c["text"])
+    assert approval["locator"] == "policies/access.pdf#page=2"
+    assert any(c["kind"] == "row_group" for c in chunks["oncall/rota.xlsx"])
+    assert any("function:Charge" in c["labels"] for c in chunks["code/billing.go"])
+    steps = [c for c in chunks["runbooks/failover.docx"] if c["kind"] == "step"]
+    assert steps, "the Word guide's numbered steps"
 
 
 async def test_a_pdf_pushed_to_git_is_indexed_by_the_webhook_and_purged_when_deleted(
@@ -365,7 +405,8 @@ async def test_a_new_extractor_version_re_extracts_from_the_kept_bytes(
     before = await _versions(p, source)
     (folder / "policies" / "access.pdf").unlink()  # the source no longer has the bytes
 
-    monkeypatch.setattr(PDF, "version", "1.0.1")  # travels to the sandbox with the instance
+    kept = PDF.version
+    monkeypatch.setattr(PDF, "version", kept + ".1")  # travels to the sandbox with the instance
     report = await reparse(
         versions=p.rt.versions,
         chunks=p.rt.chunks,
@@ -377,8 +418,8 @@ async def test_a_new_extractor_version_re_extracts_from_the_kept_bytes(
     assert report.reparsed == [f"{p.tenant}/{source}/policies/access.pdf"]
     assert report.unchanged == 1 and not report.failed  # the HTML page's extractor is as it was
     after = await _versions(p, source)
-    assert after["policies/access.pdf"]["version"].endswith("+pdf-1.0.1")
-    assert before["policies/access.pdf"]["version"].endswith("+pdf-1.0.0")
+    assert after["policies/access.pdf"]["version"].endswith(f"+pdf-{kept}.1")
+    assert before["policies/access.pdf"]["version"].endswith(f"+pdf-{kept}")
     assert after["policies/access.pdf"]["content"] == before["policies/access.pdf"]["content"]
     async with p.pool.connection() as conn:
         cur = await conn.execute(

@@ -5,7 +5,9 @@ grids, and refusals of what is not a readable file."""
 from __future__ import annotations
 
 import contextlib
+import csv
 import datetime as dt
+import io
 import re
 import struct
 import tracemalloc
@@ -30,6 +32,8 @@ from govindex.core.errors import TooLarge, Unreadable
 from govindex.core.records import ChunkKind
 from indexer.extractors.base import Extracted, Extractor, Limits
 from indexer.extractors.office import DOCX, PPTX, XLSX, DocxExtractor
+from indexer.extractors.office.pptx import NOTES_CONTEXT
+from indexer.extractors.regions import cut
 from indexer.parsers import PARSERS, ParsedDocument
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "formats"
@@ -238,8 +242,8 @@ def test_the_libraries_default_templates_read_in_place() -> None:
 def test_the_extractors_declare_what_the_registry_needs() -> None:
     assert [(e.name, e.version, e.suffixes, e.binary) for e in EXTRACTORS] == [
         ("docx", "1.0.0", (".docx",), True),
-        ("pptx", "1.0.0", (".pptx",), True),
-        ("xlsx", "1.0.0", (".xlsx",), True),
+        ("pptx", "1.1.0", (".pptx",), True),
+        ("xlsx", "2.0.0", (".xlsx",), True),
     ]
     assert isinstance(DOCX, DocxExtractor)
 
@@ -318,7 +322,7 @@ def test_pptx_one_section_per_slide_with_notes_and_pages() -> None:
     assert [p.number for p in extracted.pages] == [1, 2, 3]
     for page in extracted.pages:
         assert text[page.start :].startswith(f"## Slide {page.number}:")
-    parsed = parse(text)
+    parsed = cut(extracted)
     check_faithful(text, parsed)
     sections = [c for c in parsed.chunks if c.kind is ChunkKind.SECTION]
     assert [s.heading_path for s in sections] == [
@@ -335,6 +339,32 @@ def test_pptx_one_section_per_slide_with_notes_and_pages() -> None:
     row_group = next(c for c in parsed.chunks if c.kind is ChunkKind.ROW_GROUP)
     assert slide_of(row_group.span.char_start) == 3
     assert row_group.labels == ("key:Uptime", "key:Incidents")
+    # The notes are a chunk of their own and the context of every other chunk of the slide.
+    notes = {
+        1: "Notes: Welcome everyone. Keep it short.",
+        2: "Notes: Mention the on-call rotation.",
+        3: "Notes: Numbers are for the quarter.",
+    }
+    for chunk in parsed.chunks:
+        if chunk.text.lstrip().startswith("> Notes:"):
+            assert chunk.context == ""
+        else:
+            assert chunk.context == notes[slide_of(chunk.span.char_start)], chunk.text
+    quotes = [c for c in parsed.chunks if c.text.lstrip().startswith("> Notes:")]
+    assert [(q.parent_ordinal, q.heading_path) for q in quotes] == [
+        (s.ordinal, s.heading_path) for s in sections
+    ]
+
+
+def test_pptx_notes_context_is_cut_at_its_limit() -> None:
+    p = pptx.Presentation()
+    s = p.slides.add_slide(p.slide_layouts[1])
+    s.shapes.title.text = "Long"
+    s.notes_slide.notes_text_frame.text = "word " * 1_000
+    extracted = PPTX.extract(saved(p), LIMITS)
+    (section, *_) = cut(extracted).chunks
+    assert len(section.context) == NOTES_CONTEXT
+    assert section.context.startswith("Notes: word word") and section.context.endswith("…")
 
 
 def test_pptx_a_slide_without_title_is_named_by_its_first_text() -> None:
@@ -402,39 +432,56 @@ def book_xlsx() -> bytes:
     return cache_formula_results(data, {"B27": "1515"})
 
 
-def test_xlsx_sheets_become_sections_of_pipe_tables_with_row_groups() -> None:
-    text = XLSX.extract(book_xlsx(), LIMITS).text
+def test_xlsx_sheets_become_sections_cut_by_the_csv_parser() -> None:
+    extracted = XLSX.extract(book_xlsx(), LIMITS)
+    text = extracted.text
     assert "SUM" not in text  # cached results only, never the formula
     assert text.startswith(
-        "## Sheet: Budget\n\n| Item | Cost | Date |\n| --- | --- | --- |\n"
-        "| item 0 | 0 | 2024-01-01 |\n| item 1 | 10 | 2024-01-02 |\n| item 2 | 3 | 2024-01-03 |\n"
-        "| item 3 | 30 | 2024-01-04 |\n"
+        "## Sheet: Budget\n\nItem,Cost,Date\n"
+        "item 0,0,2024-01-01\nitem 1,10,2024-01-02\nitem 2,3,2024-01-03\n"
+        "item 3,30,2024-01-04\n"
     )
-    assert "| item 5 | 50 | 2024-01-06 |\n| item 6 | 9 | 2024-01-07 |" in text
-    assert "| item 24 | 36 | 2024-01-25 |\n| Total | 1515 |  |\n\n" in text
+    assert "item 5,50,2024-01-06\nitem 6,9,2024-01-07\n" in text
+    assert "item 24,36,2024-01-25\nTotal,1515,\n\n" in text
     assert text.endswith(
-        "## Sheet: Staff\n\n| Name | Start | On call |\n| --- | --- | --- |\n"
-        "| Ann \\| ops | 2023-05-01T09:30:00 | TRUE |\n|  |  |  |\n| Bo | 2022-11-07 | FALSE |\n"
+        "## Sheet: Staff\n\nName,Start,On call\n"
+        "Ann | ops,2023-05-01T09:30:00,TRUE\nBo,2022-11-07,FALSE\n"
     )
-    parsed = parse(text)
+    assert [(r.parser, text[r.start : r.end].split("\n")[0]) for r in extracted.regions] == [
+        ("csv:header", "Item,Cost,Date"),
+        ("csv:header", "Name,Start,On call"),
+    ]
+    parsed = cut(extracted)
     check_faithful(text, parsed)
-    sections = [c.heading_path for c in parsed.chunks if c.kind is ChunkKind.SECTION]
-    assert sections == [("Sheet: Budget",), ("Sheet: Staff",)]
+    sections = [c for c in parsed.chunks if c.kind is ChunkKind.SECTION]
+    assert [c.heading_path for c in sections] == [("Sheet: Budget",), ("Sheet: Staff",)]
     groups = [c for c in parsed.chunks if c.kind is ChunkKind.ROW_GROUP]
-    assert [g.heading_path for g in groups] == [("Sheet: Budget",)] * 2 + [("Sheet: Staff",)]
-    assert groups[1].context == "| Item | Cost | Date |\n| --- | --- | --- |\n"
-    assert groups[1].labels[-1] == "key:Total"
+    # The CSV parser's groups of 25 rows under the header: items 0 to 24, then the total.
+    assert [g.parent_ordinal for g in groups] == [sections[0].ordinal] * 2 + [sections[1].ordinal]
+    assert groups[0].context == "" and groups[0].text.startswith("Item,Cost,Date\n")
+    assert groups[1].context == "Item,Cost,Date\n"
+    assert groups[1].labels == ("key:Total",)
+    assert groups[2].labels == ("key:Ann | ops", "key:Bo")
+
+
+def test_xlsx_a_quoted_cell_stays_in_its_row_group() -> None:
+    wb = openpyxl.Workbook()
+    wb.active.append(["Step", "Action"])
+    wb.active.append(["1", 'Page "on-call",\nthen wait'])
+    extracted = XLSX.extract(saved(wb), LIMITS)
+    assert extracted.text == ('## Sheet: Sheet\n\nStep,Action\n1,"Page ""on-call"",\nthen wait"\n')
+    (group,) = [c for c in cut(extracted).chunks if c.kind is ChunkKind.ROW_GROUP]
+    assert group.text == 'Step,Action\n1,"Page ""on-call"",\nthen wait"'
 
 
 def test_xlsx_a_fraction_keeps_its_digits_and_an_excel_made_file_reads() -> None:
     wb = openpyxl.Workbook()
     wb.active.append(["x", 2.5, 0.1 + 0.2, 1e20, -3.0, dt.time(14, 5), dt.timedelta(hours=26)])
     assert XLSX.extract(saved(wb), LIMITS).text == (
-        "## Sheet: Sheet\n\n| x | 2.5 | 0.3 | 1e+20 | -3 | 14:05:00 | 26:00:00 |\n"
-        "| --- | --- | --- | --- | --- | --- | --- |\n"
+        "## Sheet: Sheet\n\nx,2.5,0.3,1e+20,-3,14:05:00,26:00:00\n"
     )
     excel = XLSX.extract((FIXTURES / "xlsx-excel-made.xlsx").read_bytes(), LIMITS)
-    assert excel.text == "## Sheet: Sheet1\n\n| 1 |\n| --- |\n| 2 |\n| 3 |\n"
+    assert excel.text == "## Sheet: Sheet1\n\n1\n2\n3\n"
 
 
 def test_xlsx_cells_and_sheets_past_the_limits_are_refused() -> None:
@@ -665,7 +712,8 @@ def test_a_corrupted_file_is_read_or_unreadable_never_another_error(at: int, kin
     at = at % len(data)
     data[at : at + 8] = b"\xff" * 8
     extractor = {"docx": DOCX, "pptx": PPTX, "xlsx": XLSX}[kind]
-    with contextlib.suppress(Unreadable):
+    # A corrupted size in the zip directory is refused as too large, with the figure.
+    with contextlib.suppress(Unreadable, TooLarge):
         extractor.extract(bytes(data), LIMITS)
 
 
@@ -812,12 +860,14 @@ def test_sheet_text_is_deterministic_and_its_chunks_are_exact_spans(
     for row in rows:
         wb.active.append(row)
     data = saved(wb)
-    text = XLSX.extract(data, LIMITS).text
-    assert XLSX.extract(data, LIMITS).text == text
+    extracted = XLSX.extract(data, LIMITS)
+    text = extracted.text
+    assert XLSX.extract(data, LIMITS) == extracted
     assert text.startswith("## Sheet: Sheet\n")
-    check_faithful(text, parse(text))
-    kinds = blocks_of(text)
-    assert kinds.count("Heading") == 1
-    assert kinds.count("Table") == (
-        1 if any(v is not None and v != "" for r in rows for v in r) else 0
-    )
+    check_faithful(text, cut(extracted))
+    with_values = [r for r in rows if any(v is not None and v != "" for v in r)]
+    assert len(extracted.regions) == (1 if with_values else 0)
+    if with_values:
+        (region,) = extracted.regions
+        read = list(csv.reader(io.StringIO(text[region.start : region.end], newline="")))
+        assert len(read) == len(with_values)  # one CSV record per row with a value

@@ -490,3 +490,70 @@ def test_body_text_in_one_size_comes_out_whole_and_in_order(paragraphs: list[str
     text = PDF.extract(write([(p, 10, False) for p in paragraphs], footer=None), Limits()).text
     assert "".join(text.split()) == "".join("".join(paragraphs).split())
     assert not text.startswith("#")
+
+
+def test_each_block_keeps_the_rectangle_it_was_printed_in() -> None:
+    """Drawn at known places: a 20-point heading at the top of page one, a paragraph of
+    three 10-point lines below it, and an item on page two; each box holds its glyphs'
+    origins and baselines (points from the page's top-left corner)."""
+    height = A4[1]
+    out = io.BytesIO()
+    page = canvas.Canvas(out, pagesize=A4, invariant=1)
+    page.setFont("Helvetica-Bold", 20)
+    page.drawString(72, 770, "Retention Policy")
+    page.setFont("Helvetica", 10)
+    lines = simpleSplit(FILLER * 2, "Helvetica", 10, A4[0] - 90 - 72)[:3]
+    for line, y in zip(lines, (700, 687.5, 675), strict=True):
+        page.drawString(90, y, line)
+    page.showPage()
+    page.setFont("Helvetica", 10)
+    page.drawString(100, 500, "1. Keep the records for a year.")
+    page.showPage()
+    page.save()
+    extracted = PDF.extract(out.getvalue(), Limits())
+    boxes = [(extracted.text[b.start : b.end], b) for b in extracted.boxes]
+    assert [(text[:18], b.page) for text, b in boxes] == [
+        ("# Retention Policy", 1),
+        (lines[0][:18], 1),
+        ("1. Keep the record", 2),
+    ]
+    (_, title), (_, para), (_, item) = boxes
+    width = stringWidth("Retention Policy", "Helvetica-Bold", 20)
+    assert title.left == pytest.approx(72, abs=0.5)
+    assert title.right == pytest.approx(72 + width, abs=1.5)
+    assert height - 770 - 20 < title.top < height - 770 - 10  # above the baseline
+    assert height - 770 < title.bottom < height - 770 + 8  # the descenders below it
+    assert para.left == pytest.approx(90, abs=0.5)
+    assert height - 700 - 10 < para.top < height - 700
+    assert height - 675 < para.bottom < height - 675 + 4  # all three lines
+    assert item.left == pytest.approx(100, abs=0.5) and height - 500 - 10 < item.top
+
+
+def test_a_real_world_files_boxes_hold_its_glyphs() -> None:
+    """In the LibreOffice file every glyph PDFium places lies in its block's box."""
+    import pypdfium2 as pdfium
+
+    data = (FIXTURES / "pdf-libreoffice-structure.pdf").read_bytes()
+    extracted = PDF.extract(data, Limits())
+    assert len(extracted.boxes) >= 12
+    document = pdfium.PdfDocument(data)
+    try:
+        page = document[0]
+        height = page.get_height()
+        textpage = page.get_textpage()
+        inside = 0
+        for k in range(textpage.count_chars()):
+            left, bottom, right, top = textpage.get_charbox(k)
+            if right - left < 0.5 or top - bottom < 0.5:
+                continue  # spaces and marks without a body
+            cx, cy = (left + right) / 2, height - (top + bottom) / 2
+            assert any(
+                b.left - 1 <= cx <= b.right + 1 and b.top - 1 <= cy <= b.bottom + 1
+                for b in extracted.boxes
+            ), (k, cx, cy)
+            inside += 1
+        textpage.close()
+        page.close()
+    finally:
+        document.close()
+    assert inside > 500

@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 
 from govindex.core.errors import ExtractionTimeout, PermanentError, Unreadable
-from indexer.extractors.base import DEFAULT_LIMITS, Extracted, Extractor, Limits, Page
+from indexer.extractors.base import DEFAULT_LIMITS, Box, Extracted, Extractor, Limits, Page
 
 # name -> extractor; filled by `_register` from the format modules that import cleanly.
 EXTRACTORS: dict[str, Extractor] = {}
@@ -141,6 +141,7 @@ __all__ = [
     "BY_SUFFIX",
     "EXTRACTORS",
     "SANDBOX",
+    "Box",
     "Extracted",
     "Extractor",
     "Limits",

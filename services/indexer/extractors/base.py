@@ -32,13 +32,29 @@ class Page:
 
 
 @dataclass(frozen=True)
+class Box:
+    """[start, end) of the canonical text was printed inside this rectangle of page
+    `page`: points from the page's top-left corner, as a PDF viewer measures them."""
+
+    start: int
+    end: int
+    page: int
+    left: float
+    top: float
+    right: float
+    bottom: float
+
+
+@dataclass(frozen=True)
 class Region:
-    """[start, end) of the canonical text is cut by `parser` rather than the extracted
-    text's own (a notebook's code cell by its language's parser)."""
+    """[start, end) of the canonical text is cut by `parser` (a notebook's code cell by its
+    language's parser, a worksheet by the CSV parser); its chunks carry `context` where
+    their parser gives them none (a slide's speaker notes)."""
 
     start: int
     end: int
     parser: str
+    context: str = ""
 
 
 @dataclass(frozen=True)
@@ -50,6 +66,7 @@ class Extracted:
     parser: str = "markdown"
     pages: tuple[Page, ...] = ()
     regions: tuple[Region, ...] = ()
+    boxes: tuple[Box, ...] = ()  # where the text was printed, in order, where the file says
     extractor: str = ""  # name-version of what made it, recorded in the parser_version
 
 

@@ -25,6 +25,9 @@ From the lines PDFium finds, the canonical text is built so the Markdown parser 
 - pages: each page's blocks follow the previous page's after a blank line, and `pages`
   says where each page begins (an empty page is listed where the next one begins), so a
   paragraph running over a page break becomes two paragraphs;
+- boxes: each block (paragraph, heading, item) keeps the rectangle its lines were printed
+  in, from its glyphs' origins and right edges and its type size above and below the
+  baselines, so a chunk's anchor can say where on the page it is;
 - running headers and footers are dropped: lines set apart from the text at the top or
   bottom of a page that recur on at least 40% of the pages (numbers aside, in the same
   place: `Page 3 of 10`), and page numbers there (`3`, `- 3 -`, `iii`).
@@ -52,7 +55,7 @@ import pypdfium2 as pdfium  # type: ignore[import-untyped, unused-ignore]
 import pypdfium2.raw as pdfium_c  # type: ignore[import-untyped, unused-ignore]
 
 from govindex.core.errors import NoTextLayer, TooLarge, Unreadable
-from indexer.extractors.base import Extracted, Limits, Page, check_size, check_text
+from indexer.extractors.base import Box, Extracted, Limits, Page, check_size, check_text
 
 _WHAT = "the PDF"
 
@@ -87,6 +90,9 @@ _LOOSE_WORDS = 20
 _ZONE = 3  # lines at the top and at the bottom of a page that may be a running header/footer
 _APART = 1.6  # the gap, in type sizes between baselines, that sets a header or footer apart
 _NAME_BUFFER = 128
+# Of a type size, how far its letters reach above the baseline and below it.
+_ASCENT = 0.8
+_DESCENT = 0.25
 
 
 @dataclass(slots=True)
@@ -114,13 +120,13 @@ class PdfExtractor:
     """PDF files: the text layer as Markdown, with pages, headings and numbered clauses."""
 
     name = "pdf"
-    version = "1.0.0"
+    version = "1.1.0"
     suffixes: tuple[str, ...] = (".pdf",)
     binary = True
 
     def extract(self, data: bytes, limits: Limits) -> Extracted:
         check_size(data, limits, _WHAT)
-        pages, widths = _read(data, limits)
+        pages, sizes = _read(data, limits)
         if not any(pages):
             count = f"{len(pages):,} pages" if len(pages) != 1 else "1 page"
             raise NoTextLayer(
@@ -129,23 +135,24 @@ class PdfExtractor:
             )
         body, bold_body = _body_type(pages)
         _drop_running(pages)
-        blocks = [_blocks(lines, body, w) for lines, w in zip(pages, widths, strict=True)]
+        blocks = [_blocks(lines, body, w) for lines, (w, _) in zip(pages, sizes, strict=True)]
         _headings(blocks, body, bold_body)
-        text, starts = _render(blocks)
+        text, starts, boxes = _render(blocks, [h for _, h in sizes])
         check_text(text, limits, _WHAT)
         return Extracted(
             text=text,
             parser="markdown",
             pages=tuple(Page(start, n) for n, start in enumerate(starts, 1)),
+            boxes=boxes,
         )
 
 
 PDF = PdfExtractor()
 
 
-def _read(data: bytes, limits: Limits) -> tuple[list[list[_Line]], list[float]]:
-    """Every page's lines, in the order PDFium reads them, and each page's width; refuses
-    what is over a limit."""
+def _read(data: bytes, limits: Limits) -> tuple[list[list[_Line]], list[tuple[float, float]]]:
+    """Every page's lines, in the order PDFium reads them, and each page's width and
+    height; refuses what is over a limit."""
     try:
         document = pdfium.PdfDocument(data)
     except pdfium.PdfiumError as exc:
@@ -165,10 +172,10 @@ def _read(data: bytes, limits: Limits) -> tuple[list[list[_Line]], list[float]]:
                 "split it or leave it out of the source's include"
             )
         pages: list[list[_Line]] = []
-        widths: list[float] = []
+        sizes: list[tuple[float, float]] = []
         total = 0
         for index in range(count):
-            lines, width = _read_page(document, index)
+            lines, size = _read_page(document, index)
             total += sum(len(line.text) + 2 for line in lines)
             if total > limits.max_text_chars:
                 raise TooLarge(
@@ -176,8 +183,8 @@ def _read(data: bytes, limits: Limits) -> tuple[list[list[_Line]], list[float]]:
                     f"page {index + 1:,} of {count:,}, over the limit; split the file"
                 )
             pages.append(lines)
-            widths.append(width)
-        return pages, widths
+            sizes.append(size)
+        return pages, sizes
     finally:
         document.close()
 
@@ -186,7 +193,7 @@ def _reason(exc: BaseException) -> str:
     return str(exc).strip().rstrip(".")[:200] or exc.__class__.__name__
 
 
-def _read_page(document: Any, index: int) -> tuple[list[_Line], float]:
+def _read_page(document: Any, index: int) -> tuple[list[_Line], tuple[float, float]]:
     try:
         page = document[index]
     except pdfium.PdfiumError as exc:
@@ -194,7 +201,7 @@ def _read_page(document: Any, index: int) -> tuple[list[_Line], float]:
     try:
         textpage = page.get_textpage()
         try:
-            return _lines(textpage), float(page.get_width())
+            return _lines(textpage), (float(page.get_width()), float(page.get_height()))
         finally:
             textpage.close()
     except pdfium.PdfiumError as exc:
@@ -588,12 +595,15 @@ def _headings(pages: list[list[_Block]], body: float, bold_body: bool) -> None:
         block.level = min(len(ranks) + 1, 6)
 
 
-def _render(pages: list[list[_Block]]) -> tuple[str, list[int]]:
-    """The canonical text and where each page begins in it."""
+def _render(
+    pages: list[list[_Block]], heights: list[float]
+) -> tuple[str, list[int], tuple[Box, ...]]:
+    """The canonical text, where each page begins in it, and where each block was printed."""
     parts: list[str] = []
     starts: list[int] = []
+    boxes: list[Box] = []
     offset = 0
-    for blocks in pages:
+    for number, (blocks, height) in enumerate(zip(pages, heights, strict=True), 1):
         starts.append(offset)
         for block in blocks:
             if block.level:
@@ -603,6 +613,28 @@ def _render(pages: list[list[_Block]]) -> tuple[str, list[int]]:
             else:
                 piece = block.text
             parts.append(piece)
+            box = _box(block, offset, offset + len(piece), number, height)
+            if box is not None:
+                boxes.append(box)
             offset += len(piece) + 2
     text = "\n\n".join(parts) + "\n"
-    return text, [min(start, len(text)) for start in starts]
+    return text, [min(start, len(text)) for start in starts], tuple(boxes)
+
+
+def _box(block: _Block, start: int, end: int, page: int, height: float) -> Box | None:
+    """The rectangle a block's lines were printed in, from the page's top-left corner, in
+    points; None when a glyph's place could not be read."""
+    if not block.lines or not all(line.placed for line in block.lines):
+        return None
+    lines = block.lines
+    top = max(max(ln.y0, ln.y1) + _ASCENT * ln.size for ln in lines)
+    bottom = min(min(ln.y0, ln.y1) - _DESCENT * ln.size for ln in lines)
+    return Box(
+        start,
+        end,
+        page,
+        round(max(0.0, min(ln.x0 for ln in lines)), 1),
+        round(min(height, max(0.0, height - top)), 1),
+        round(max(ln.x1 for ln in lines), 1),
+        round(min(height, max(0.0, height - bottom)), 1),
+    )

@@ -2,10 +2,12 @@
 
 A notebook is Markdown cells and code cells: the Markdown is cut by the Markdown parser
 and each code cell by its language's parser, so a function in a cell is a `function`
-chunk like one in a file. Each region is parsed on its own and its chunks are placed back
-at their offsets of the canonical text (spans, lines, ordinals, parents), so every chunk
-is still the canonical text at its span. A region's top-level chunks hang under the
-section that precedes them.
+chunk like one in a file; a workbook's sheets are cut by the CSV parser, and a slide's
+chunks carry its speaker notes as context. Each region is parsed on its own and its
+chunks are placed back at their offsets of the canonical text (spans, lines, ordinals,
+parents), so every chunk is still the canonical text at its span. A piece's top-level
+chunks other than sections hang under the section that precedes them, and take its
+heading path when they have none.
 """
 
 from __future__ import annotations
@@ -14,8 +16,12 @@ from dataclasses import replace
 
 from govindex.core.records import ChunkDraft, ChunkKind, Span
 from indexer.extractors.base import Extracted, Region
-from indexer.parsers import PARSERS, ParsedDocument, parse
+from indexer.parsers import PARSERS, ParsedDocument, Parser, parse
 from indexer.parsers.base import LineIndex
+from indexer.parsers.tabular import CsvParser
+
+# Parsers only a region names: a worksheet's first row is its header, known, not guessed.
+REGION_PARSERS: dict[str, Parser] = {"csv:header": CsvParser(header=True)}
 
 
 def cut(extracted: Extracted) -> ParsedDocument:
@@ -28,24 +34,33 @@ def cut(extracted: Extracted) -> ParsedDocument:
     frontmatter: dict[str, object] = {}
     section: int | None = None
     for index, region in enumerate(_pieces(extracted)):
-        parsed = parse(PARSERS[region.parser], text[region.start : region.end])
+        chosen = REGION_PARSERS.get(region.parser) or PARSERS[region.parser]
+        parsed = parse(chosen, text[region.start : region.end])
         if index == 0 and region.start == 0:
             frontmatter = dict(parsed.frontmatter)
         base = len(drafts)
         line = lines.line_of(region.start) - 1
-        own = region.parser == extracted.parser
+        own = region.parser == extracted.parser  # its sections are the document's
         for draft in parsed.chunks:
             parent = draft.parent_ordinal
+            heading = draft.heading_path
+            if parent is not None:
+                parent += base
+            elif section is not None and draft.kind is not ChunkKind.SECTION:
+                parent = section  # a top-level chunk under the section before its region
+                heading = heading or drafts[section].heading_path
             placed = replace(
                 draft,
                 ordinal=base + draft.ordinal,
-                parent_ordinal=base + parent if parent is not None else (None if own else section),
+                parent_ordinal=parent,
+                heading_path=heading,
                 span=Span(
                     region.start + draft.span.char_start,
                     region.start + draft.span.char_end,
                     line + draft.span.line_start,
                     line + draft.span.line_end,
                 ),
+                context=draft.context or region.context,
             )
             drafts.append(placed)
             if own and draft.kind is ChunkKind.SECTION:

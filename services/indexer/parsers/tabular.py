@@ -18,9 +18,12 @@ class CsvParser:
     name = "csv"
     version = "1.0.0"
 
-    def __init__(self, policy: SizePolicy | None = None, key_column: int = 0) -> None:
+    def __init__(
+        self, policy: SizePolicy | None = None, key_column: int = 0, header: bool | None = None
+    ) -> None:
         self.policy = policy or SizePolicy()
         self.key_column = key_column
+        self.header = header  # whether the first row names the columns; None: guess
 
     def parse(self, text: str) -> ParsedDocument:
         lines = LineIndex(text)
@@ -30,7 +33,9 @@ class CsvParser:
             return PlainTextParser(self.policy).parse(text)  # not CSV after all: keep it
         if not records:
             return finalize(text, [], policy=self.policy)
-        has_header = self._has_header(text, records)
+        has_header = (
+            self._has_header(text, records) if self.header is None else self.header
+        ) and len(records) > 1
         header_end = lines.offset_of_line(records[0][1] + 1) if has_header else 0
         header = text[:header_end] if has_header else ""
         body = records[1:] if has_header else records

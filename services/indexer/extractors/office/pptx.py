@@ -4,7 +4,9 @@ One `## Slide N: <title>` section per slide, the title taken from the title plac
 (else the slide's first line of text); then its text frames top to bottom, left to right,
 bullets as `- ` items by level, tables as pipe tables, and the speaker notes last, as a
 `> Notes: ` block quote. `pages` gives each slide's heading offset, so chunks are located
-by slide.
+by slide. The notes are a chunk of their own (so a search finds them) and the context of
+every other chunk of their slide (so a reader of a slide's bullet sees what the speaker
+said of it); the context is cut at `NOTES_CONTEXT` characters.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 import pptx
 
 from govindex.core.errors import TooLarge
-from indexer.extractors.base import Extracted, Limits, Page, check_text
+from indexer.extractors.base import Extracted, Limits, Page, Region, check_text
 from indexer.extractors.office.common import (
     MAX_LEVEL,
     Cells,
@@ -35,6 +37,7 @@ from indexer.extractors.office.common import (
 _A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 _PML = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
 _TITLES = frozenset(("title", "ctrTitle"))
+NOTES_CONTEXT = 2_000  # characters of a slide's notes its chunks carry as context
 # Shapes in a slide's tree, as PowerPoint nests them; pictures, connectors and the content
 # parts hold no text of the slide's.
 _SHAPES = frozenset((_PML + "sp", _PML + "grpSp", _PML + "graphicFrame"))
@@ -160,6 +163,7 @@ class _Presentation:
                 f"{self.limits.max_pages:,}-slide limit; split it"
             )
         pages = []
+        regions = []
         for number, slide in enumerate(slides, 1):
             tree = slide.element.find(f"{_PML}cSld/{_PML}spTree")
             title_element = next(
@@ -176,13 +180,17 @@ class _Presentation:
                 )
             title = title.strip() or self.first_line
             heading = f"Slide {number}: {title}" if title else f"Slide {number}"
-            pages.append(Page(self.out.add(atx_heading(2, heading)), number))
+            start = self.out.add(atx_heading(2, heading))
+            pages.append(Page(start, number))
             for block in blocks:
                 self.out.add(block)
-            notes = self._notes(slide)
-            if notes:
-                self.out.add(notes)
-        return Extracted(check_text(self.out.text(), self.limits, self.what), pages=tuple(pages))
+            lines = self._notes(slide)
+            if lines:
+                end = self.out.size
+                self.out.add("\n".join(["> Notes: " + lines[0], *("> " + ln for ln in lines[1:])]))
+                regions.append(Region(start, end, "markdown", _context(lines)))
+        text = check_text(self.out.text(), self.limits, self.what)
+        return Extracted(text, pages=tuple(pages), regions=tuple(regions))
 
     def _shapes(self, tree: Any, layout: _Layout, skip: Any) -> list[str]:
         """Blocks of a slide's (or group's) shapes, top to bottom, then left to right."""
@@ -254,15 +262,18 @@ class _Presentation:
             grid.append(row)
         return grid
 
-    def _notes(self, slide: Any) -> str:
-        """The speaker notes, as a block quote closing the slide's section."""
+    def _notes(self, slide: Any) -> list[str]:
+        """The speaker notes' lines (none when the slide has no notes)."""
         if not slide.has_notes_slide:
-            return ""
+            return []
         frame = slide.notes_slide.notes_text_frame
-        lines = text_lines(frame.text.replace("\v", "\n")) if frame is not None else []
-        if not lines:
-            return ""
-        return "\n".join(["> Notes: " + lines[0], *("> " + line for line in lines[1:])])
+        return text_lines(frame.text.replace("\v", "\n")) if frame is not None else []
+
+
+def _context(lines: list[str]) -> str:
+    """The notes as the context of their slide's chunks, cut at `NOTES_CONTEXT`."""
+    context = "Notes: " + " ".join(lines)
+    return context if len(context) <= NOTES_CONTEXT else context[: NOTES_CONTEXT - 1] + "…"
 
 
 def _bullet(ppr: Any, level: int, chain: list[Any]) -> tuple[str, int] | None:
@@ -286,7 +297,7 @@ class PptxExtractor:
     """PowerPoint presentations (.pptx) through python-pptx."""
 
     name = "pptx"
-    version = "1.0.0"
+    version = "1.1.0"
     suffixes: tuple[str, ...] = (".pptx",)
     binary = True
 

@@ -1,24 +1,25 @@
-"""Excel workbooks (.xlsx) as canonical Markdown, one pipe table per worksheet.
+"""Excel workbooks (.xlsx) as canonical text, each worksheet cut by the CSV parser.
 
-One `## Sheet: <name>` section per worksheet holds a pipe table of its used range, the
-first non-empty row as the header (the parser then cuts row groups that carry it). Values
-are the cached results of formulas, never the formulas, and are written the same way
-every time: integers without `.0`, dates and times in ISO 8601.
+One `## Sheet: <name>` heading per worksheet, then its used range as CSV (RFC 4180
+quoting, rows with no value left out), which the CSV parser cuts into row groups that
+carry the first row (the sheet's header) as context and their first column as `key:`
+labels, as it cuts a `.csv` file. Values are the cached results of formulas, never the
+formulas, and are written the same way every time: integers without `.0`, dates and times
+in ISO 8601.
 """
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
-from io import BytesIO
+from io import BytesIO, StringIO
 from typing import Any
 
 import openpyxl  # type: ignore[import-untyped, unused-ignore]
 
 from govindex.core.errors import TooLarge
-from indexer.extractors.base import Extracted, Limits, check_text
-from indexer.extractors.office.common import Writer, atx_heading, check_file, reading, table
-
-_NO_CELLS: list[str] = []  # an empty row inside a sheet's used range (never modified)
+from indexer.extractors.base import Extracted, Limits, Region, check_text
+from indexer.extractors.office.common import Writer, atx_heading, check_file, reading
 
 
 def _value(value: object) -> str:
@@ -48,7 +49,17 @@ def _value(value: object) -> str:
     return str(value)
 
 
-def _workbook(book: Any, limits: Limits, what: str) -> str:
+def _csv(rows: list[list[str]], first: int, width: int) -> str:
+    """The rows' cells from column `first`, as CSV padded to `width` columns."""
+    out = StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    for row in rows:
+        cells = row[first:]
+        writer.writerow(cells + [""] * (width - first - len(cells)))
+    return out.getvalue().rstrip("\n")
+
+
+def _workbook(book: Any, limits: Limits, what: str) -> tuple[str, tuple[Region, ...]]:
     sheets = book.worksheets
     if len(sheets) > limits.max_pages:
         raise TooLarge(
@@ -56,13 +67,14 @@ def _workbook(book: Any, limits: Limits, what: str) -> str:
             "limit; split it"
         )
     out = Writer(limits, what)
+    regions: list[Region] = []
     streamed = 0  # cells read from the file, empty ones included
     tabled = 0  # cells of the tables written so far
     for sheet in sheets:
         if hasattr(sheet, "reset_dimensions"):
             sheet.reset_dimensions()  # read the cells that are there, not what the file claims
         rows: list[list[str]] = []
-        empty = 0  # empty rows since the last row with a value
+        spanned = 0  # rows of the used range so far, the empty ones between included
         first = width = 0
         for values in sheet.iter_rows(values_only=True):
             streamed += len(values)
@@ -76,32 +88,33 @@ def _workbook(book: Any, limits: Limits, what: str) -> str:
             while cells and not cells[-1]:
                 cells.pop()
             if not cells:
-                empty += 1 if rows else 0
+                spanned += 1 if rows else 0
                 continue
+            spanned += 1
             lead = next(n for n, c in enumerate(cells) if c)
             first = lead if not rows else min(first, lead)
             width = max(width, len(cells))
-            if tabled + (len(rows) + empty + 1) * (width - first) > limits.max_cells:
+            if tabled + spanned * (width - first) > limits.max_cells:
                 raise TooLarge(
                     f"{what}: sheet {str(sheet.title)[:80]!r} spans over "
-                    f"{len(rows) + empty + 1:,} rows by {width - first:,} columns, past the "
+                    f"{spanned:,} rows by {width - first:,} columns, past the "
                     f"{limits.max_cells:,}-cell limit with the sheets before it; split it"
                 )
-            rows.extend([_NO_CELLS] * empty)  # one shared empty row, however many there are
-            empty = 0
             rows.append(cells)
-        tabled += len(rows) * (width - first)
+        tabled += spanned * (width - first)
         out.add(atx_heading(2, f"Sheet: {sheet.title}"))
         if rows:
-            out.add(table((row[first:] for row in rows), width - first))
-    return out.text()
+            block = _csv(rows, first, width)
+            start = out.add(block)
+            regions.append(Region(start, start + len(block), "csv:header"))
+    return out.text(), tuple(regions)
 
 
 class XlsxExtractor:
     """Excel workbooks (.xlsx) through openpyxl, streaming (read-only), cached values."""
 
     name = "xlsx"
-    version = "1.0.0"
+    version = "2.0.0"
     suffixes: tuple[str, ...] = (".xlsx",)
     binary = True
 
@@ -113,10 +126,10 @@ class XlsxExtractor:
                 BytesIO(data), read_only=True, data_only=True, keep_links=False
             )
             try:
-                text = _workbook(book, limits, what)
+                text, regions = _workbook(book, limits, what)
             finally:
                 book.close()
-        return Extracted(check_text(text, limits, what))
+        return Extracted(check_text(text, limits, what), regions=regions)
 
 
 XLSX = XlsxExtractor()
