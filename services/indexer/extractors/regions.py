@@ -12,6 +12,7 @@ heading path when they have none.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from govindex.core.records import ChunkDraft, ChunkKind, Span
@@ -24,6 +25,9 @@ from indexer.parsers.tabular import CsvParser
 REGION_PARSERS: dict[str, Parser] = {"csv:header": CsvParser(header=True)}
 
 
+_ATX = re.compile(r"[ \t]{0,3}(#{1,6})(?:[ \t]|$)")
+
+
 def cut(extracted: Extracted) -> ParsedDocument:
     """The chunks of the canonical text, each region by its own parser."""
     text = extracted.text
@@ -32,7 +36,7 @@ def cut(extracted: Extracted) -> ParsedDocument:
     lines = LineIndex(text)
     drafts: list[ChunkDraft] = []
     frontmatter: dict[str, object] = {}
-    section: int | None = None
+    open_sections: list[tuple[int, int]] = []  # (level, ordinal) of the sections still open
     for index, region in enumerate(_pieces(extracted)):
         chosen = REGION_PARSERS.get(region.parser) or PARSERS[region.parser]
         parsed = parse(chosen, text[region.start : region.end])
@@ -41,19 +45,30 @@ def cut(extracted: Extracted) -> ParsedDocument:
         base = len(drafts)
         line = lines.line_of(region.start) - 1
         own = region.parser == extracted.parser  # its sections are the document's
+        enclosing: int | None = open_sections[-1][1] if open_sections else None
         for draft in parsed.chunks:
-            parent = draft.parent_ordinal
-            heading = draft.heading_path
+            parent, kind = draft.parent_ordinal, draft.kind
             if parent is not None:
                 parent += base
-            elif section is not None and draft.kind is not ChunkKind.SECTION:
-                parent = section  # a top-level chunk under the section before its region
-                heading = heading or drafts[section].heading_path
+            elif own and kind is ChunkKind.SECTION:
+                # A heading after another piece nests under the sections still open above
+                # it, as it would in the document read whole.
+                level = _level(draft.text)
+                while open_sections and open_sections[-1][0] >= level:
+                    open_sections.pop()
+                enclosing = open_sections[-1][1] if open_sections else None
+                parent = enclosing
+            else:
+                parent = enclosing  # a top-level chunk under the section before its piece
+                if kind is ChunkKind.PREAMBLE and enclosing is not None:
+                    kind = ChunkKind.PARAGRAPH  # the section's text goes on after a region
+            prefix = drafts[enclosing].heading_path if enclosing is not None else ()
             placed = replace(
                 draft,
                 ordinal=base + draft.ordinal,
+                kind=kind,
                 parent_ordinal=parent,
-                heading_path=heading,
+                heading_path=(*prefix, *draft.heading_path),
                 span=Span(
                     region.start + draft.span.char_start,
                     region.start + draft.span.char_end,
@@ -63,20 +78,37 @@ def cut(extracted: Extracted) -> ParsedDocument:
                 context=draft.context or region.context,
             )
             drafts.append(placed)
-            if own and draft.kind is ChunkKind.SECTION:
-                section = placed.ordinal
+            if own and kind is ChunkKind.SECTION:
+                open_sections.append((_level(draft.text), placed.ordinal))
     return ParsedDocument(frontmatter=frontmatter, body_start=0, chunks=drafts)
 
 
+def _level(heading: str) -> int:
+    """An ATX heading's level (a setext or other section counts as level 1)."""
+    found = _ATX.match(heading)
+    return len(found.group(1)) if found else 1
+
+
 def _pieces(extracted: Extracted) -> list[Region]:
-    """The regions, and the text between them for the extracted text's own parser."""
+    """The regions, and the text between them for the extracted text's own parser (from
+    its first character that is not blank, so its chunks begin on their own lines)."""
+    text = extracted.text
     pieces: list[Region] = []
     at = 0
     for region in sorted(extracted.regions, key=lambda r: r.start):
         if region.start > at:
-            pieces.append(Region(at, region.start, extracted.parser))
+            pieces.append(
+                Region(_skip_blank(text, at, region.start), region.start, extracted.parser)
+            )
         pieces.append(region)
         at = region.end
-    if at < len(extracted.text):
-        pieces.append(Region(at, len(extracted.text), extracted.parser))
-    return [p for p in pieces if extracted.text[p.start : p.end].strip()]
+    if at < len(text):
+        pieces.append(Region(_skip_blank(text, at, len(text)), len(text), extracted.parser))
+    return [p for p in pieces if text[p.start : p.end].strip()]
+
+
+def _skip_blank(text: str, start: int, end: int) -> int:
+    """Where the first line with text begins in [start, end)."""
+    first = len(text[start:end]) - len(text[start:end].lstrip())
+    newline = text.rfind("\n", start, start + first)
+    return newline + 1 if newline >= 0 else start
