@@ -341,7 +341,7 @@ async def test_every_format_in_a_git_repository_is_indexed_from_its_blobs(
     assert steps, "the Word guide's numbered steps"
 
 
-async def test_a_pdf_pushed_to_git_is_indexed_by_the_webhook_and_purged_when_deleted(
+async def test_every_format_pushed_to_git_is_indexed_by_the_webhook_and_a_pdf_purged(
     pipeline: Pipeline, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     p = pipeline
@@ -360,16 +360,13 @@ async def test_a_pdf_pushed_to_git_is_indexed_by_the_webhook_and_purged_when_del
     server = WebhookServer(p.rt)
     url = await server.start()
     try:
-        head = remote.commit(
-            "2025-01-01T00:00:00Z",
-            {"policies/access.pdf": policy_pdf(), "wiki/cache-flush.html": WIKI},
-        )
+        head = remote.commit("2025-01-01T00:00:00Z", dict(corpus()))
         status, body = await deliver(url, "github", github_push(repo, ZERO, head), secret=SECRET)
-        assert status == 200 and body["sources"][source]["created"] == 2
+        assert status == 200 and body["sources"][source]["created"] == len(corpus())
         await p.wait_caught_up(source)
-        versions = await _versions(p, source)
-        assert set(versions) == {"policies/access.pdf", "wiki/cache-flush.html"}
-        assert "second approver" in versions["policies/access.pdf"]["content"]
+        chunks = await _assert_indexed_faithfully(p, source)  # every format, by the webhook
+        assert any("second approver" in c["text"] for c in chunks["policies/access.pdf"])
+        assert any(c["kind"] == "row_group" for c in chunks["oncall/rota.xlsx"])
 
         gone = remote.commit("2025-02-01T00:00:00Z", {"policies/access.pdf": None})
         assert (await deliver(url, "github", github_push(repo, head, gone), secret=SECRET))[

@@ -176,9 +176,11 @@ CODE = [
             "method:transform_keys!",
             "method:convert_key",
             "method:convert_value",
+            "method:except",  # `def except … end if Gem::Version…`
         },
         [
             ("class:IndifferentHash", "module:Sinatra"),
+            ("method:except", "class:IndifferentHash"),
             ("method:[]", "class:IndifferentHash"),
             ("method:merge!", "class:IndifferentHash"),
             ("method:convert_value", "class:IndifferentHash"),
@@ -213,6 +215,20 @@ CODE = [
             ("method:uprootAll", "class:Forest"),
         ],
         {"class:Timber"},
+    ),
+    (
+        "hcl-terraform-aws-s3-bucket-notification-main.tf",
+        "hcl",
+        {
+            "block:data",
+            "block:locals",
+            "block:resource",
+            "label:aws_s3_bucket_notification",
+            "label:aws_sqs_queue_policy",
+            "label:aws_iam_policy_document",
+        },
+        [],  # Terraform's blocks are all top-level
+        {"block:resource", "block:data", "block:locals"},
     ),
 ]
 
@@ -327,3 +343,14 @@ def test_a_real_notebook_is_its_sections_and_code_cells_without_their_outputs() 
     assert "unparsed" not in {x for c in parsed.chunks for x in c.labels}
     again = NOTEBOOK.extract(data, Limits())
     assert again == extracted and cut(again) == parsed
+
+
+def test_the_comment_above_a_ruby_class_is_the_classs_not_its_modules() -> None:
+    """Sinatra documents IndifferentHash in 37 comment lines between `module Sinatra` and
+    `class IndifferentHash < Hash`: they open the class's chunk."""
+    text = (FIXTURES / "code" / "ruby-sinatra-indifferent_hash.rb").read_text(encoding="utf-8")
+    chunks = PARSERS["ruby"].parse(text).chunks
+    (module,) = [c for c in chunks if "module:Sinatra" in c.labels]
+    (cls,) = [c for c in chunks if "class:IndifferentHash" in c.labels]
+    assert module.text.strip() == "module Sinatra"
+    assert cls.text.lstrip().startswith("#") and "class IndifferentHash < Hash" in cls.text

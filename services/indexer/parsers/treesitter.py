@@ -338,6 +338,8 @@ _C_TRANSPARENT = frozenset(
     }
 )
 
+_MODIFIERS = frozenset({"if_modifier", "unless_modifier"})  # Ruby's `statement if test`
+
 GRAMMARS: Mapping[str, Grammar] = MappingProxyType(
     {
         # Not registered: `.py` keeps the `ast` parser, which is linear on broken files where
@@ -466,7 +468,10 @@ GRAMMARS: Mapping[str, Grammar] = MappingProxyType(
             methods_in_namespaces=True,
             # `class << self`: its methods are the class's
             transparent=frozenset({"singleton_class", "body_statement"}),
+            # `def except … end if RUBY_VERSION …`: the method, defined when the test holds
+            wrappers=_MODIFIERS,
             prefixes=frozenset({"comment"}),
+            comment_lines=b"#",
         ),
         "kotlin": Grammar(
             "tree_sitter_kotlin",
@@ -541,7 +546,7 @@ class _Owned:
 class TreeSitterParser:
     """Code in one language, cut by declaration (see the module's docstring)."""
 
-    version = "1.0.0"
+    version = "1.1.0"  # 1.1: a comment between a header and its body, Ruby modifiers
 
     def __init__(
         self,
@@ -669,6 +674,7 @@ class TreeSitterParser:
             nxt = (
                 inner.child_by_field_name("declaration")
                 or inner.child_by_field_name("definition")
+                or (inner.child_by_field_name("body") if inner.type in _MODIFIERS else None)
                 or next(
                     (
                         c
@@ -753,7 +759,7 @@ class TreeSitterParser:
         """The segments one level starts: a run of statements, or a declaration each."""
         data = src.data
         out: list[tuple[int, Segment, _Decl | None]] = []
-        floor = _body_start(level.node)  # never above the container's own header
+        floor = _body_start(level.node, self.grammar.prefixes)  # never above its header
         run = level.covered  # the container's own chunk holds what precedes its first member
         pending: list[_Item] = []  # comments and attributes waiting for what they document
 
@@ -836,12 +842,16 @@ def _body(grammar: Grammar, node: Node) -> Node | None:
     return next((c for c in node.named_children if c.type in grammar.bodies), None)
 
 
-def _body_start(node: Node) -> int:
-    """Where a body's items may begin: after its opening brace, or after the header."""
+def _body_start(node: Node, prefixes: frozenset[str]) -> int:
+    """Where a body's items may begin: after its opening brace, or after the header (a
+    comment between the header and the body, which Ruby's grammar puts beside the body,
+    documents the body's first item)."""
     first = node.children[0] if node.children else None
     if first is not None and not first.is_named and first.type in ("{", "block_start"):
         return first.end_byte
     before = node.prev_sibling
+    while before is not None and before.type in prefixes:
+        before = before.prev_sibling
     return before.end_byte if before is not None else 0
 
 
