@@ -7,7 +7,8 @@ text (ToUnicode maps, ligatures, the reading order of the content) is what a rea
 file in a browser would copy, and it reads a page in native code, many times faster than a
 pure-Python parser. pdfplumber (on pdfminer.six) would add a table finder, but costs a
 Python object per glyph; PDFium gives what headings need (each glyph's font, size and
-transformation) on demand, so only a few glyphs per line are asked for.
+transformation) on demand, so only a few glyphs per line are asked for (and, of a line
+printed across a table's cells, the ends of each word).
 
 From the lines PDFium finds, the canonical text is built so the Markdown parser can cut it:
 
@@ -32,10 +33,14 @@ From the lines PDFium finds, the canonical text is built so the Markdown parser 
   bottom of a page that recur on at least 40% of the pages (numbers aside, in the same
   place: `Page 3 of 10`), and page numbers there (`3`, `- 3 -`, `iii`).
 
-Tables are not rebuilt: their cells come out as lines of text in reading order, since a
-table finder is only reliable on ruled tables and would need a second, slower parser. Text
-in annotations and form fields is not part of a page's content and is not read. A PDF
-with no text on any page (a scan) is refused as `NoTextLayer`: OCR is not built in.
+Ruled tables (cell borders drawn as a complete grid, as Word or reportlab draw them) are
+rebuilt as pipe tables where their first line was, boxed by the grid, the first row as the
+header (a table broken over pages is a table a page), when each line in the grid sits in one
+row: `pdf_tables`. Other tables (unruled, ruled only across, with merged cells, on a page of
+over `pdf_tables.MAX_OBJECTS` objects) come out as lines of text in reading order, as
+nothing on the page says where their cells are. Text in annotations and form fields is not
+part of a page's content and is not read. A PDF with no text on any page (a scan) is
+refused as `NoTextLayer`: OCR is not built in.
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ import pypdfium2 as pdfium  # type: ignore[import-untyped, unused-ignore]
 import pypdfium2.raw as pdfium_c  # type: ignore[import-untyped, unused-ignore]
 
 from govindex.core.errors import NoTextLayer, TooLarge, Unreadable
+from indexer.extractors import pdf_tables
 from indexer.extractors.base import Box, Extracted, Limits, Page, check_size, check_text
 
 _WHAT = "the PDF"
@@ -107,6 +113,10 @@ class _Line:
     y0: float  # baseline of its first glyph
     y1: float  # baseline of its last glyph (differs from y0 where PDFium joined a hyphen)
     placed: bool  # whether its glyphs' positions could be read
+    start: int = 0  # where its text is in the page's text as PDFium reads it
+    end: int = 0
+    table: pdf_tables.Table | None = None  # a rebuilt table (`text` is its Markdown)
+    held: tuple[_Line, ...] = ()  # the lines of the table
 
 
 @dataclass(slots=True)
@@ -120,7 +130,7 @@ class PdfExtractor:
     """PDF files: the text layer as Markdown, with pages, headings and numbered clauses."""
 
     name = "pdf"
-    version = "1.1.0"
+    version = "1.2.0"
     suffixes: tuple[str, ...] = (".pdf",)
     binary = True
 
@@ -199,9 +209,10 @@ def _read_page(document: Any, index: int) -> tuple[list[_Line], tuple[float, flo
     except pdfium.PdfiumError as exc:
         raise Unreadable(f"{_WHAT}: page {index + 1} cannot be read ({_reason(exc)})") from None
     try:
+        grids = pdf_tables.grids(pdf_tables.rulings(page.raw) or [])
         textpage = page.get_textpage()
         try:
-            return _lines(textpage), (float(page.get_width()), float(page.get_height()))
+            return _lines(textpage, grids), (float(page.get_width()), float(page.get_height()))
         finally:
             textpage.close()
     except pdfium.PdfiumError as exc:
@@ -233,11 +244,12 @@ class _Probe:
         scale = math.hypot(m.c, m.d)
         return float(pdfium_c.FPDFText_GetFontSize(self.handle, char)) * scale, m.e, m.f
 
-    def right(self, char: int) -> float | None:
+    def edges(self, char: int) -> tuple[float, float] | None:
+        """The left and right edges of a glyph's box."""
         left, right, bottom, top = self.box
         if not pdfium_c.FPDFText_GetCharBox(self.handle, char, left, right, bottom, top):
             return None
-        return float(right.value)
+        return float(left.value), float(right.value)
 
     def is_bold(self, char: int) -> bool:
         pdfium_c.FPDFText_GetFontInfo(self.handle, char, self.name, _NAME_BUFFER, self.flags)
@@ -254,7 +266,7 @@ class _Probe:
         return bold
 
 
-def _lines(textpage: Any) -> list[_Line]:
+def _lines(textpage: Any, grids: list[pdf_tables.Grid]) -> list[_Line]:
     text: str = textpage.get_text_range()
     direct = len(text) == int(textpage.count_chars())
     probe = _Probe(textpage)
@@ -269,8 +281,20 @@ def _lines(textpage: Any) -> list[_Line]:
         for start, raw in _unhyphenated(found.start(), found.group(), probe, char):
             clean = _clean(raw)
             if clean:
-                lines.append(_measure(clean, [char(start + k) for k in _picks(raw)], probe))
+                line = _measure(clean, [char(start + k) for k in _picks(raw)], probe)
+                line.start, line.end = start, start + len(raw)
+                lines.append(line)
+    if grids:  # each table in place of its first line; unplaced, so it is a block of its own
+        page = pdf_tables.Text(
+            text, lambda k: probe.edges(char(k)), lambda k: probe.size(char(k)), _clean, _join
+        )
+        tables = pdf_tables.tables(grids, lines, page)
+        lines = pdf_tables.placed(lines, tables, _table_line)
     return lines
+
+
+def _table_line(table: pdf_tables.Table, held: tuple[_Line, ...]) -> _Line:
+    return _Line(table.text, 0.0, False, 0.0, 0.0, 0.0, 0.0, False, table=table, held=held)
 
 
 def _unhyphenated(
@@ -301,8 +325,8 @@ def _measure(text: str, picks: list[int], probe: _Probe) -> _Line:
     when its first and last glyphs are) and where it sits."""
     first, middle, last = picks
     head, mid, tail = probe.size(first), probe.size(middle), probe.size(last)
-    right = probe.right(last) if tail is not None else None
-    if head is None or tail is None or right is None:
+    edges = probe.edges(last) if tail is not None else None
+    if head is None or tail is None or edges is None:
         return _Line(text, 0.0, False, 0.0, 0.0, 0.0, 0.0, False)
     sizes = sorted(g[0] for g in (head, mid, tail) if g is not None)
     return _Line(
@@ -310,7 +334,7 @@ def _measure(text: str, picks: list[int], probe: _Probe) -> _Line:
         round(sizes[len(sizes) // 2], 1),
         probe.is_bold(first) and probe.is_bold(last),
         head[1],
-        right,
+        edges[1],
         head[2],
         tail[2],
         True,
@@ -353,7 +377,7 @@ def _body_type(pages: list[list[_Line]]) -> tuple[float, bool]:
     sizes: Counter[float] = Counter()
     bold: Counter[float] = Counter()
     for lines in pages:
-        for line in lines:
+        for line in itertools.chain.from_iterable(x.held or (x,) for x in lines):
             if line.placed:
                 sizes[line.size] += len(line.text)
                 if line.bold:
@@ -367,17 +391,18 @@ def _body_type(pages: list[list[_Line]]) -> tuple[float, bool]:
 def _drop_running(pages: list[list[_Line]]) -> None:
     """Drop running headers and footers: lines set apart at the top or bottom of a page
     (`_zone`) that recur on at least 40% of the pages with text (odd and even pages often
-    differ), and page numbers there."""
+    differ), and page numbers there. A table's lines count as lines; it goes when they all do."""
+    flat = [[part for line in lines for part in line.held or (line,)] for lines in pages]
     zones: list[list[int]] = []
     seen: Counter[str] = Counter()
-    for lines in pages:
+    for lines in flat:
         zone = _zone(lines)
         zones.append(zone)
         seen.update({key for k in zone for key in _keys(lines[k])})
-    with_text = sum(1 for lines in pages if lines)
+    with_text = sum(1 for lines in flat if lines)
     recurring = max(2, math.ceil(with_text * 0.4))
     kept: list[list[_Line]] = []
-    for lines, zone in zip(pages, zones, strict=True):
+    for lines, zone in zip(flat, zones, strict=True):
         drop = {
             k
             for k in zone
@@ -386,7 +411,9 @@ def _drop_running(pages: list[list[_Line]]) -> None:
         }
         kept.append([line for k, line in enumerate(lines) if k not in drop] if drop else lines)
     if any(kept):  # a file of nothing but one recurring line keeps it: that is its text
-        pages[:] = kept
+        for lines, left in zip(pages, kept, strict=True):
+            ids = {id(line) for line in left}
+            lines[:] = [ln for ln in lines if any(id(p) in ids for p in ln.held or (ln,))]
 
 
 def _zone(lines: list[_Line]) -> list[int]:
@@ -623,7 +650,9 @@ def _render(
 
 def _box(block: _Block, start: int, end: int, page: int, height: float) -> Box | None:
     """The rectangle a block's lines were printed in, from the page's top-left corner, in
-    points; None when a glyph's place could not be read."""
+    points (a table's grid); None when a glyph's place could not be read."""
+    if block.lines and (table := block.lines[0].table) is not None:
+        return table.box(start, end, page, height)
     if not block.lines or not all(line.placed for line in block.lines):
         return None
     lines = block.lines
