@@ -21,7 +21,7 @@ def indexer_ports(rt: Runtime, generation: int) -> IndexerPorts:
         topics=rt.settings.topics,
         generation=generation,
         cache=rt.cache,
-        embedder=rt.embedder,
+        embedders=rt.embedders,
         generations=rt.generations,
         tokens=rt.tokens,
     )

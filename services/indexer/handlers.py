@@ -65,7 +65,7 @@ class IndexerPorts:
     generation: int
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     cache: TaggedCache | None = None
-    embedder: Embedder | None = None
+    embedders: Sequence[Embedder] = ()  # the live model's, and one being built beside it
     generations: GenerationRegistry | None = None  # rebuilds in progress get writes too
     tokens: TokenEstimator = HEURISTIC  # stamps `token_estimate` (the read API's counter)
 
@@ -102,7 +102,7 @@ async def index_batch(
     """
     started = time.monotonic()
     planned, refused = await _prepare(envelopes, ports)
-    planned = await asyncio.to_thread(embed, planned, ports.embedder)
+    planned = await asyncio.to_thread(embed, planned, ports.embedders)
     prepared = time.monotonic()
     metrics.STAGE_SECONDS.labels("prepare").observe(prepared - started)
     results: list[BatchResult | None] = [refused.get(i) for i in range(len(envelopes))]

@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from govindex.core import formats
+import structlog
+
+from govindex.core import formats, metrics
 from govindex.core.envelope import Envelope, parse_payload
 from govindex.core.errors import (
     ContentUnavailable,
@@ -19,6 +21,7 @@ from govindex.core.errors import (
 )
 from govindex.core.events import DocumentChanged, DocumentDeleted
 from govindex.core.hashing import sha256_hex
+from govindex.core.inputs import quote
 from govindex.core.ports import (
     BlobStore,
     ChunkStore,
@@ -31,6 +34,8 @@ from govindex.core.records import SourceManifest
 from govindex.core.tokens import HEURISTIC, TokenEstimator
 from indexer.extractors import Extracted, extract, extractor_for
 from indexer.planning import PlannedEvent, plan_change, plan_deletion
+
+log = structlog.get_logger(__name__)
 
 
 async def require_source(
@@ -158,19 +163,43 @@ async def content(payload: DocumentChanged, *, blobs: BlobStore, store: ChunkSto
     return text
 
 
-def embed(planned: list[PlannedEvent], embedder: Embedder | None) -> list[PlannedEvent]:
-    """The events with their chunks' vectors: one call to the model for the whole batch."""
-    if embedder is None:
-        return planned
+def embed(planned: list[PlannedEvent], embedders: Sequence[Embedder]) -> list[PlannedEvent]:
+    """The events with their chunks' vectors: one call per model for the whole batch.
+
+    A model that fails (its service down, a timeout, an answer it should not have given)
+    does not hold the batch up: its chunks are committed without its vectors and queued
+    (`embed_pending`), so ingestion and deletion go on while the embedder is away; the
+    backlog is embedded when it is back (`indexer.embedding.drain_backlog`).
+    """
     plans = [(i, e.plan) for i, e in enumerate(planned) if isinstance(e.plan, VersionPlan)]
     texts = [c.text for _, plan in plans for c in plan.chunks]
-    if not texts:
+    if not embedders or not texts:
         return planned
-    vectors = iter(embedder.embed(texts))
-    made_by = (embedder.name, embedder.version)
+    made: dict[tuple[str, str], list[bytes]] = {}
+    pending = False
+    for embedder in embedders:
+        model = (embedder.name, embedder.version)
+        try:
+            vectors = embedder.embed(texts)
+            if len(vectors) != len(texts):
+                raise ValueError(f"gave {len(vectors)} vectors for {len(texts)} texts")
+        except Exception as exc:
+            pending = True
+            metrics.EMBEDDING_DEFERRED.labels(f"{model[0]}/{model[1]}").inc(len(texts))
+            log.warning(
+                "embedding.deferred",
+                model=f"{model[0]}/{model[1]}",
+                chunks=len(texts),
+                error=f"{exc.__class__.__name__}: {quote(str(exc))}",
+            )
+            continue
+        made[model] = list(vectors)
     embedded = list(planned)
+    at = 0
     for i, plan in plans:
-        if plan.chunks:
-            own = [next(vectors) for _ in plan.chunks]
-            embedded[i] = replace(embedded[i], plan=replace(plan, vectors=own, embedder=made_by))
+        if not plan.chunks:
+            continue
+        own = {model: vectors[at : at + len(plan.chunks)] for model, vectors in made.items()}
+        at += len(plan.chunks)
+        embedded[i] = replace(embedded[i], plan=replace(plan, vectors=own, embed_pending=pending))
     return embedded

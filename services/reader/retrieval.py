@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 
 import structlog
 
-from govindex.core.errors import TransientError
+from govindex.core.errors import ModelUnavailable, TransientError
 from govindex.core.graph_templates import (
     BUILTIN,
     GraphRoute,
@@ -115,9 +115,10 @@ async def rank(
 ) -> Ranked:
     """Every channel the request names (once each, in its order), gated, then fused.
 
-    A bm25 channel that cannot answer is reported in `degraded`, and so is a graph walk the
-    statement timeout stopped (with a trace line saying so); Postgres failing fails the
-    read (fail closed: OpenSearch alone never answers). Each channel's time is observed.
+    A bm25 channel that cannot answer is reported in `degraded`, and so are a dense channel
+    whose model cannot embed the query and a graph walk the statement timeout stopped
+    (with a trace line saying so); Postgres failing fails the read (fail closed: OpenSearch
+    alone never answers). Each channel's time is observed.
     `graph`: the path templates the graph channel may walk (a request naming another is
     refused with UnknownGraphTemplate before anything is read).
     `omissions`: also look for the versions the time predicate drops (`outside_valid_time`),
@@ -133,6 +134,10 @@ async def rank(
         started = time.perf_counter()
         try:
             raw[name] = await _channel(name, request, snap, access, filters, index, paths, graph)
+        except ModelUnavailable as exc:
+            # The query's model cannot embed it: the read answers by the other channels.
+            log.warning("read.channel_unavailable", channel=name, error=str(exc))
+            degraded.append(name)
         except TransientError as exc:
             if name != "bm25":
                 raise  # Postgres itself: fail closed

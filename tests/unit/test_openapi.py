@@ -168,4 +168,5 @@ def test_the_admin_start_takes_every_kind_of_job() -> None:
         "offsets-reset",
         "reindex",
         "backfill",
+        "reembed",
     }

@@ -306,6 +306,7 @@ def test_rates_are_positive_bounded_json_numbers() -> None:
         ({**REDRIVE, "max": 2**31}, "job.dlq-redrive.max"),
         ({"kind": "reindex", "switch": "no"}, "job.reindex.switch"),
         ({"kind": "reindex", "switch": 0}, "job.reindex.switch"),
+        ({"kind": "reembed", "switch": "yes"}, "job.reembed.switch"),
         ({"kind": "reindex", "mode": "verify", "generation": "3"}, "job.reindex.generation"),
         (
             {"kind": "offsets-reset", "group": "g", "topic": "t", "to": {"earliest": 1}},

@@ -20,7 +20,7 @@ from govindex.cli.common import (
 )
 from govindex.cli.jobs import Execute, Rate, report, run_job
 from govindex.control.admin import admin_openapi
-from govindex.control.job_requests import ReindexJob
+from govindex.control.job_requests import ReembedJob, ReindexJob
 from govindex.core.schemas import (
     MODELS,
     DocumentBuilder,
@@ -30,7 +30,7 @@ from govindex.core.schemas import (
     write_schemas,
 )
 from govindex.runtime.composition import Runtime
-from indexer.app import reembed_chunks, reparse_documents
+from indexer.app import reparse_documents
 from indexer.reparse import ReparseReport
 from ingest.app import registered
 from reader.models import READ_MODELS
@@ -162,30 +162,37 @@ def reindex_command(
     return code
 
 
-def reembed_command(state_dir: StateDir = DEFAULT_DIR, log_level: LogLevel = "WARNING") -> int:
-    """Embed stored chunks for the dense channel with today's model.
+def reembed_command(
+    rate: Rate = None,
+    no_switch: Annotated[
+        bool,
+        typer.Option(
+            "--no-switch",
+            help="Build the model's generation but keep the live one answering reads until "
+            "a later `govindex reembed --execute` switches.",
+        ),
+    ] = False,
+    execute: Execute = False,
+    state_dir: StateDir = DEFAULT_DIR,
+    log_level: LogLevel = "WARNING",
+) -> int:
+    """Build the dense channel's vectors for a model beside the live ones, as a job.
 
-    Embeds, from the text Postgres holds, every chunk that has no vector of the configured
-    model and version (after a model upgrade, or for chunks indexed before the dense
-    channel existed). Resumable: each batch commits on its own; run it again after a crash.
+    The model is GOVINDEX_EMBEDDER_NEXT while a change of model is under way, else
+    GOVINDEX_EMBEDDER. Registers its generation (workers then embed new chunks with it as
+    well), embeds from the text Postgres holds every chunk lacking its vector (at --rate
+    chunks per second, with a checkpoint), and when none is missing makes it live in one
+    commit: reads never rank by two models. Dry run unless --execute; `govindex jobs
+    resume ID` continues a stopped one.
+
+        govindex reembed                         # how many chunks lack the model's vector
+        GOVINDEX_EMBEDDER_NEXT=model2vec:/models/m2v govindex reembed --rate 500 --execute
     """
     settings = setup(state_dir, log_level)
-
-    async def run(rt: Runtime) -> int:
-        try:
-            if not err.is_terminal:
-                return await reembed_chunks(rt)
-            with Progress(console=err, transient=True) as bar:
-                task = bar.add_task("embedding", total=None)
-                return await reembed_chunks(
-                    rt, progress=lambda done, total: bar.update(task, completed=done, total=total)
-                )
-        except ValueError as exc:
-            raise Failure(str(exc)) from None
-
-    done = with_runtime(settings, run)
-    console.print(f"embedded {done} chunk(s) with {settings.embedder}")
-    return 0
+    job = run_job(
+        settings, ReembedJob(kind="reembed", switch=not no_switch), execute=execute, rate=rate
+    )
+    return report(job)
 
 
 def schemas_command(

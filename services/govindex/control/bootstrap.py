@@ -1,4 +1,5 @@
-"""Prepare servers for the pipeline: topics, schema, index template, a live generation."""
+"""Prepare servers for the pipeline: topics, schema, index template, the model's vector
+generation, a live index generation."""
 
 from __future__ import annotations
 
@@ -35,6 +36,9 @@ async def prepare(settings: Settings) -> int:
         if cdc_topics:
             ensure_topics(rt.servers.kafka_bootstrap, cdc_topics, settings.partitions)
         await rt.index.ensure_template()
+        embedder = rt.embedder
+        if embedder is not None:  # its vector generation and HNSW index (live if the first)
+            await rt.vectors.ensure_generation(embedder.name, embedder.version, embedder.dims)
         live = await rt.index.live_generation()
         stored = await rt.generations.stored_chunks()
         if live is not None and (stored == 0 or await rt.index.count() > 0):

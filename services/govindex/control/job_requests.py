@@ -170,4 +170,15 @@ class BackfillJob(_Request):
         return {"source": self.source, "docs": self.docs}
 
 
-JobRequest = ReplayJob | RedriveJob | ResetJob | ReindexJob | BackfillJob
+class ReembedJob(_Request):
+    kind: Literal["reembed"]
+    switch: StrictBool = True
+
+    async def _args(self, rt: Runtime) -> dict[str, Any]:
+        from govindex.control.reembed import target
+
+        embedder = target(rt)
+        return {"model": f"{embedder.name}/{embedder.version}", "switch": self.switch}
+
+
+JobRequest = ReplayJob | RedriveJob | ResetJob | ReindexJob | BackfillJob | ReembedJob

@@ -31,6 +31,7 @@ def _run_token() -> str:
 def _runners() -> dict[str, Runner]:
     from govindex.control.dlq import REDRIVE, run_redrive
     from govindex.control.offsets import RESET, run_reset
+    from govindex.control.reembed import REEMBED, run_reembed
     from govindex.control.reindex import REINDEX, run_reindex
     from govindex.control.replay import REPLAY, run_replay
     from ingest.app import BACKFILL, run_backfill
@@ -40,6 +41,7 @@ def _runners() -> dict[str, Runner]:
         RESET: run_reset,
         REPLAY: run_replay,
         REINDEX: run_reindex,
+        REEMBED: run_reembed,
         BACKFILL: run_backfill,
     }
 

@@ -159,6 +159,13 @@ def render_status(report: dict[str, Any]) -> str:
                 f"  PostgreSQL {info['version']}, {info['sources']} sources, "
                 f"{info['active_documents']} active documents, {info['chunks']} chunks"
             )
+            for generation in info.get("vector_generations", []):
+                extra += f"\n{'':18}vectors {generation['model']} ({generation['state']})"
+            if info.get("embedding_backlog"):
+                extra += (
+                    f"\n{'':18}{info['embedding_backlog']} chunks waiting for a vector "
+                    "(not in the dense channel until embedded)"
+                )
         elif name == "opensearch" and info.get("ok"):
             extra = (
                 f"  alias {info['alias']} -> generation {info['generation']}, "

@@ -107,6 +107,16 @@ class Workers:
         self._background.append(asyncio.create_task(self._obey(), name="worker-controls"))
         if "cdc" in self.run:
             self._background.append(asyncio.create_task(self._watch_cdc(), name="cdc-rescan"))
+        if "indexer" in self.run and self.rt.embedders:
+            from indexer.embedding import embed_backlog_forever
+
+            backlog = embed_backlog_forever(
+                self.rt.vectors,
+                self.rt.embedders,
+                self._stop,
+                every_s=settings.embed_backlog_every_s,
+            )
+            self._background.append(asyncio.create_task(backlog, name="embedding-backlog"))
         if self.heal:
             from govindex.control.healing import heal_forever
 

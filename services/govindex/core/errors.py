@@ -11,6 +11,12 @@ class TransientError(GovindexError):
     """A dependency is unavailable or slow; retry with backoff, never dead-letter."""
 
 
+class ModelUnavailable(TransientError):
+    """An embedding model cannot embed now (its service is down, slow or answering wrong):
+    ingestion commits chunks without its vectors and queues them; a read answers without
+    the dense channel and says so (`degraded`)."""
+
+
 class PermanentError(GovindexError):
     """The input itself is wrong; dead-letter it with `reason` and move on.
 

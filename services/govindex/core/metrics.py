@@ -44,6 +44,15 @@ STAGE_SECONDS = Histogram(
     ["stage"],
     buckets=_LATENCY,
 )
+EMBEDDING_DEFERRED = Counter(
+    "govindex_embedding_deferred_chunks",
+    "Chunks committed without a model's vectors because it failed or was slow, by model.",
+    ["model"],
+)
+EMBEDDING_BACKLOG = Gauge(
+    "govindex_embedding_backlog_chunks",
+    "Chunks waiting for a vector (absent from the dense channel until embedded).",
+)
 BULK_ITEMS = Counter(
     "govindex_opensearch_bulk_items",
     "OpenSearch bulk items by result: created, conflict (already newer), rejected, retryable.",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from govindex.core import tokens
@@ -258,9 +258,66 @@ class Settings(BaseSettings):
         default=None,
         description="Where clients find the admin API (from stack.json under `govindex up`).",
     )
-    embedder: Literal["wordllama", "none"] = Field(
+    embedder: str = Field(
         default="wordllama",
-        description="The dense channel's model: embeds chunks at ingest and queries at read time.",
+        min_length=1,
+        max_length=4096,
+        description="The dense channel's model: embeds chunks at ingest and queries at read "
+        "time: `wordllama` (in its wheel), `none`, `model2vec:DIR` (`pip install "
+        "'govindex[model2vec]'`), `sentence-transformers:DIR` (`pip install "
+        "'govindex[sentence-transformers]'`) or `http:URL` (an OpenAI-compatible "
+        "/v1/embeddings endpoint, with GOVINDEX_EMBEDDER_MODEL). Directories are local; "
+        "nothing is downloaded (docs/operating/embedders.md).",
+    )
+    embedder_next: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=4096,
+        description="While changing models: the next model (same forms as GOVINDEX_EMBEDDER). "
+        "Workers embed new chunks with both, `govindex reembed --execute` builds its vectors "
+        "and makes it live; reads rank by whichever is live, never by both.",
+    )
+    embedder_model: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="For `http:URL`: the model name sent with each request (required).",
+    )
+    embedder_api_key: SecretStr | None = Field(
+        default=None, description="For `http:URL`: sent as a bearer token; never logged or shown."
+    )
+    embedder_dims: int | None = Field(
+        default=None,
+        ge=1,
+        le=65536,
+        description="For `http:URL`: the vectors' length; unset, learned from the first answer "
+        "and then enforced.",
+    )
+    embedder_batch: int = Field(
+        default=64, ge=1, le=2048, description="For `http:URL`: texts per request."
+    )
+    embedder_timeout_s: float = Field(
+        default=30.0, gt=0, le=600, description="For `http:URL`: seconds one attempt may take."
+    )
+    embedder_retries: int = Field(
+        default=3,
+        ge=0,
+        le=10,
+        description="For `http:URL`: retries after connection errors, timeouts, 429 and 5xx "
+        "(backoff with jitter; Retry-After honoured up to 30 s).",
+    )
+    embedder_max_response_bytes: int | None = Field(
+        default=None,
+        ge=1024,
+        description="For `http:URL`: largest answer read; unset, 64 KiB + 32 bytes per number "
+        "of the batch's vectors.",
+    )
+    embedder_version: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        description="For `http:URL`: replaces the version stamped on vectors (default: "
+        "model@digest of host and path).",
     )
     tokenizer: str = Field(
         default=tokens.DEFAULT_SPEC,
@@ -277,6 +334,27 @@ class Settings(BaseSettings):
         ge=-1,
         le=1,
         description="Cosine similarity under which the dense channel returns nothing for a chunk.",
+    )
+    embed_backlog_every_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=3600,
+        description="How often an indexer embeds the chunks committed while a model was "
+        "down or slow (doubling, up to 5 minutes, while it stays down).",
+    )
+    dense_ef_search: int = Field(
+        default=100,
+        ge=10,
+        le=1000,
+        description="Candidates pgvector's HNSW search keeps (hnsw.ef_search): higher finds "
+        "more of the true nearest chunks, slower.",
+    )
+    dense_max_scan_tuples: int = Field(
+        default=20_000,
+        ge=1_000,
+        le=10_000_000,
+        description="How many index entries an iterative HNSW scan reads at most to find "
+        "enough chunks a selective filter admits (hnsw.max_scan_tuples).",
     )
     graph_templates: dict[str, list[GraphStep]] = Field(
         default_factory=dict,

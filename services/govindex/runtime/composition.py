@@ -15,7 +15,14 @@ from types import TracebackType
 import structlog
 from psycopg_pool import AsyncConnectionPool
 
-from govindex.adapters.embedder import WordLlamaEmbedder
+from govindex.adapters.embedders import (
+    EmbedderError,
+    EmbedderSpec,
+    HttpOptions,
+    check_embedder,
+    make_embedder,
+    parse_embedder,
+)
 from govindex.adapters.kafka_async import AsyncKafkaPublisher
 from govindex.adapters.opensearch import BulkPolicy, OpenSearchIndex
 from govindex.adapters.postgres.audit import PostgresReadAudit
@@ -30,8 +37,9 @@ from govindex.adapters.postgres.outbox import PostgresOutbox
 from govindex.adapters.postgres.packs import PostgresPackStore
 from govindex.adapters.postgres.pool import open_pool
 from govindex.adapters.postgres.purges import PostgresPurgeStore
-from govindex.adapters.postgres.reads import PostgresReadStore, PostgresVectorStore, VectorCache
+from govindex.adapters.postgres.reads import Dense, PostgresReadStore
 from govindex.adapters.postgres.sources import PostgresSourceRegistry
+from govindex.adapters.postgres.vectors import PostgresVectorStore
 from govindex.adapters.postgres.versions import PostgresBlobStore, PostgresVersionStore
 from govindex.adapters.redis_cache import RedisTaggedCache
 from govindex.core.errors import TransientError
@@ -42,7 +50,6 @@ from govindex.core.ports import (
     PackStore,
     ReadAudit,
     ReadStore,
-    VectorStore,
     VersionStore,
 )
 from govindex.core.ports.operations import (
@@ -98,6 +105,7 @@ class Runtime:
             self.__dict__["index"] = index
         self._pool: AsyncConnectionPool | None = None
         self._publisher: AsyncKafkaPublisher | None = None
+        self._embedder_specs = embedder_specs(self.settings)
         # Loaded here, once: a tokenizer file that cannot be used stops the process at start,
         # not at its first event or read.
         try:
@@ -170,20 +178,34 @@ class Runtime:
 
     @cached_property
     def embedder(self) -> Embedder | None:
-        return WordLlamaEmbedder() if self.settings.embedder == "wordllama" else None
+        """The model of GOVINDEX_EMBEDDER: what the dense channel ranks by once live."""
+        return make_embedder(self._embedder_specs[0])
+
+    @cached_property
+    def embedders(self) -> tuple[Embedder, ...]:
+        """Every model chunks are embedded with: the configured one, and the next one
+        while its generation is built beside it (GOVINDEX_EMBEDDER_NEXT)."""
+        made = [self.embedder, *(make_embedder(s) for s in self._embedder_specs[1:])]
+        return tuple(e for e in made if e is not None)
 
     @cached_property
     def reads(self) -> ReadStore:
-        """The read service's snapshots; the dense channel's vectors cached in memory."""
-        vectors = (
-            VectorCache(self.embedder, min_similarity=self.settings.dense_min_similarity)
-            if self.embedder is not None
+        """The read service's snapshots; the dense channel ranks in pgvector."""
+        s = self.settings
+        dense = (
+            Dense(
+                self.embedders,
+                min_similarity=s.dense_min_similarity,
+                ef_search=s.dense_ef_search,
+                max_scan_tuples=s.dense_max_scan_tuples,
+            )
+            if self.embedders
             else None
         )
-        return PostgresReadStore(self.pool, vectors)
+        return PostgresReadStore(self.pool, dense)
 
     @cached_property
-    def vectors(self) -> VectorStore:
+    def vectors(self) -> PostgresVectorStore:
         return PostgresVectorStore(self.pool)
 
     @cached_property
@@ -203,3 +225,33 @@ class Runtime:
             await publisher.start()
             self._publisher = publisher
         return self._publisher
+
+
+def embedder_specs(settings: Settings) -> tuple[EmbedderSpec, ...]:
+    """GOVINDEX_EMBEDDER (and GOVINDEX_EMBEDDER_NEXT), checked without loading a model: a
+    spec that cannot work stops the process at start, saying what is wrong."""
+    s = settings
+    options = (
+        None
+        if s.embedder_model is None
+        else HttpOptions(
+            model=s.embedder_model,
+            api_key=s.embedder_api_key,
+            dims=s.embedder_dims,
+            batch=s.embedder_batch,
+            timeout_s=s.embedder_timeout_s,
+            retries=s.embedder_retries,
+            max_response_bytes=s.embedder_max_response_bytes,
+            version=s.embedder_version,
+        )
+    )
+    named = [("GOVINDEX_EMBEDDER", s.embedder)]
+    if s.embedder_next is not None:
+        named.append(("GOVINDEX_EMBEDDER_NEXT", s.embedder_next))
+    specs = []
+    for setting, value in named:
+        try:
+            specs.append(check_embedder(parse_embedder(value, http=options)))
+        except ValueError as exc:
+            raise EmbedderError(f"{setting} is refused: {exc}") from None
+    return tuple(specs)

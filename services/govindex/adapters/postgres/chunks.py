@@ -60,26 +60,3 @@ async def select_chunks(
 
 def _chunk_from_row(**row: Any) -> Chunk:
     return Chunk.model_validate(row)
-
-
-async def insert_vectors(
-    conn: AsyncConnection[Any],
-    chunk_ids: Sequence[str],
-    vectors: Sequence[bytes],
-    embedder: tuple[str, str],
-    dims: int,
-) -> None:
-    """Store one vector per chunk, stamped with the model (name, version) that made it."""
-    if not vectors:
-        return
-    async with conn.cursor() as cur:
-        await cur.executemany(
-            "INSERT INTO chunk_vectors (chunk_id, embedder, embedder_version, dims, vector) "
-            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (chunk_id) DO UPDATE SET "
-            "embedder = EXCLUDED.embedder, embedder_version = EXCLUDED.embedder_version, "
-            "dims = EXCLUDED.dims, vector = EXCLUDED.vector",
-            [
-                (c, embedder[0], embedder[1], dims, v)
-                for c, v in zip(chunk_ids, vectors, strict=True)
-            ],
-        )

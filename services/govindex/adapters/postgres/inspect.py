@@ -32,8 +32,13 @@ def postgres_summary(dsn: str) -> dict[str, Any]:
         ).fetchall()
         counts = conn.execute(
             "SELECT (SELECT count(*) FROM sources), (SELECT count(*) FROM documents "
-            "WHERE state = 'active'), (SELECT count(*) FROM chunks)"
+            "WHERE state = 'active'), (SELECT count(*) FROM chunks), "
+            "(SELECT count(*) FROM embedding_backlog)"
         ).fetchone()
+        generations = conn.execute(
+            "SELECT embedder, embedder_version, dims, state FROM vector_generations "
+            "WHERE state <> 'retired' ORDER BY state DESC, embedder"
+        ).fetchall()
         healing = conn.execute(
             "SELECT runner, healing FROM worker_heartbeats WHERE healing IS NOT NULL "
             "AND beat_at > now() - interval '60 seconds' ORDER BY runner"
@@ -49,6 +54,10 @@ def postgres_summary(dsn: str) -> dict[str, Any]:
         "sources": counts[0],
         "active_documents": counts[1],
         "chunks": counts[2],
+        "embedding_backlog": counts[3],
+        "vector_generations": [
+            {"model": f"{g[0]}/{g[1]}", "dims": g[2], "state": g[3]} for g in generations
+        ],
         "outbox_pending": outbox[0] if outbox else None,
         "healing": [{"runner": r[0], "what": r[1]} for r in healing],
         "rebuilds": [{"job": r[0], "done": r[1], "total": r[2]} for r in rebuilds],
@@ -89,7 +98,8 @@ class PostgresGauges(PostgresAdapter):
             " (SELECT count(*) FROM outbox WHERE published_at IS NULL), "
             " (SELECT count(*) FROM tombstones WHERE purge_state <> 'purged'), "
             " (SELECT coalesce(extract(epoch FROM now() - min(recorded_at)), 0) FROM tombstones "
-            "  WHERE purge_state <> 'purged')"
+            "  WHERE purge_state <> 'purged'), "
+            " (SELECT count(*) FROM embedding_backlog)"
         )
         assert row is not None
         jobs = await self._rows(
@@ -110,5 +120,6 @@ class PostgresGauges(PostgresAdapter):
             "outbox_unsent": int(row[2]),
             "purges_pending": int(row[3]),
             "purges_oldest_s": float(row[4]),
+            "embedding_backlog": int(row[5]),
             "jobs": [(str(k), str(s), int(n), int(d or 0), int(t or 0)) for k, s, n, d, t in jobs],
         }

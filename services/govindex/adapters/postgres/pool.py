@@ -10,12 +10,35 @@ import structlog
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
-from govindex.core.errors import TransientError
+from govindex.core.errors import GovindexError, TransientError
 
 log = structlog.get_logger(__name__)
 
 # Any session may run migrations; the advisory lock makes concurrent starts take turns.
 _MIGRATION_LOCK = 0x60F1DE
+
+
+class MigrationFailed(GovindexError):
+    """A migration the server refused: nothing of it was applied (each runs in a
+    transaction); the message says what to fix."""
+
+
+def _failure(name: str, exc: psycopg.Error) -> str:
+    said = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+    if 'extension "vector"' in said or "vector.control" in said:
+        return (
+            f"migration {name} needs the pgvector extension, and this PostgreSQL server "
+            f"refused it ({said}). Install pgvector 0.8 or later on the server (a managed "
+            "service: enable its `vector` extension for the database) and run as a role "
+            "that may CREATE EXTENSION, or have an administrator run "
+            "`CREATE EXTENSION vector;` in the database, then start again"
+        )
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return (
+            f"migration {name} was refused: {said}. The role in GOVINDEX_PG_DSN must own the "
+            "schema (it creates tables and indexes); grant it, then start again"
+        )
+    return f"migration {name} was refused by PostgreSQL: {said}"
 
 
 def migration_files() -> list[tuple[str, str]]:
@@ -40,11 +63,16 @@ async def migrate(dsn: str) -> list[str]:
                 for name, sql_text in migration_files():
                     if name in done:
                         continue
-                    async with conn.transaction():
-                        await conn.execute(sql_text.encode())
-                        await conn.execute(
-                            "INSERT INTO schema_migrations (name) VALUES (%s)", (name,)
-                        )
+                    try:
+                        async with conn.transaction():
+                            await conn.execute(sql_text.encode())
+                            await conn.execute(
+                                "INSERT INTO schema_migrations (name) VALUES (%s)", (name,)
+                            )
+                    except psycopg.OperationalError:
+                        raise
+                    except psycopg.Error as exc:
+                        raise MigrationFailed(_failure(name, exc)) from exc
                     applied.append(name)
                     log.info("db.migrated", migration=name)
             finally:

@@ -11,12 +11,13 @@ the same admission predicate, so a change to one is seen against all.)
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, LiteralString
 
-import numpy as np
 from psycopg import AsyncConnection, sql
 from psycopg.errors import QueryCanceled
 from psycopg.rows import dict_row
@@ -32,8 +33,9 @@ from govindex.adapters.postgres.admission import (
     WHERE_OUTSIDE_VALID_TIME,
     admission_params,
 )
-from govindex.adapters.postgres.chunks import CHUNK_COLUMNS, insert_vectors
+from govindex.adapters.postgres.chunks import CHUNK_COLUMNS
 from govindex.adapters.postgres.tx import transaction
+from govindex.adapters.postgres.vectors import live_generation, vector_literal
 from govindex.core.graph_templates import GraphRoute, GraphWalkStopped
 from govindex.core.ports import (
     ChunkFacts,
@@ -108,9 +110,9 @@ _AROUND: LiteralString = """
 class PostgresReadSnapshot:
     """Implements ReadSnapshot on one REPEATABLE READ, READ ONLY transaction."""
 
-    def __init__(self, conn: AsyncConnection[Any], vectors: VectorCache | None) -> None:
+    def __init__(self, conn: AsyncConnection[Any], dense: Dense | None) -> None:
         self._conn = conn
-        self._vectors = vectors
+        self._dense = dense
 
     async def _ids(self, query: LiteralString, params: dict[str, Any]) -> list[str]:
         cur = await self._conn.execute(query, params)
@@ -273,26 +275,55 @@ class PostgresReadSnapshot:
     async def dense(
         self, access: ReadAccess, filters: ReadFilters, text: str, limit: int
     ) -> list[str]:
-        """Cosine similarity over the admissible chunks only (filters before ranking)."""
-        if self._vectors is None or not text.strip():
+        """The nearest admissible chunks of the live model generation, by pgvector's HNSW
+        index in the same statement as the admission predicate: a chunk the subject may not
+        see is never ranked, let alone returned. Iterative index scans keep a selective
+        filter from starving the result (the scan goes on past ef_search until `limit`
+        admissible chunks are found or max_scan_tuples are read)."""
+        dense = self._dense
+        if dense is None or not text.strip():
             return []
-        embedder = self._vectors.embedder
-        ids = await self._ids(
-            "SELECT c.chunk_id FROM chunks c JOIN chunk_vectors cv USING (chunk_id)"
-            + WHERE_ADMISSIBLE
-            + " AND cv.embedder = %(embedder)s AND cv.embedder_version = %(embedder_version)s",
-            admission_params(
-                access, filters, embedder=embedder.name, embedder_version=embedder.version
+        live = await live_generation(self._conn)
+        embedder = next(
+            (
+                e
+                for e in dense.embedders
+                if live is not None and (e.name, e.version) == (live.embedder, live.version)
             ),
+            None,
         )
-        if not ids:
+        if live is None or embedder is None:
+            # Reads never rank one model's query against another's vectors.
             return []
-        matrix = await self._vectors.matrix(self._conn, ids)
-        query = np.frombuffer(embedder.embed([text])[0], dtype="<f4")
-        scores = matrix @ query
-        order = np.lexsort((np.array(ids), -scores))[:limit]
+        (made,) = await asyncio.to_thread(embedder.embed, [text])  # not on the event loop
+        query = vector_literal(made)
+        await self._conn.execute(
+            "SELECT set_config('hnsw.ef_search', %s, true), "
+            "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+            "set_config('hnsw.max_scan_tuples', %s, true)",
+            (str(max(dense.ef_search, limit)), str(dense.max_scan_tuples)),
+        )
+        distance = sql.SQL("{} <#> {}").format(
+            live.cast(sql.Identifier("cv", "embedding")), live.cast(sql.Placeholder("query"))
+        )
+        statement = sql.Composed(
+            [
+                sql.SQL("SELECT chunk_id, similarity FROM (SELECT c.chunk_id, -("),
+                distance,
+                sql.SQL(") AS similarity FROM chunks c JOIN chunk_vectors cv USING (chunk_id)"),
+                sql.SQL(WHERE_ADMISSIBLE),
+                sql.SQL(" AND "),
+                live.rows("cv"),
+                sql.SQL(" ORDER BY "),
+                distance,
+                sql.SQL(" LIMIT %(limit)s) AS near ORDER BY similarity DESC, chunk_id"),
+            ]
+        )
+        cur = await self._conn.execute(
+            statement, admission_params(access, filters, query=query, limit=limit)
+        )
         # Below the floor a static model's neighbours are noise, not paraphrases.
-        return [ids[i] for i in order if scores[i] >= self._vectors.min_similarity]
+        return [row[0] for row in await cur.fetchall() if row[1] >= dense.min_similarity]
 
     async def graph(
         self,
@@ -508,47 +539,23 @@ class PostgresReadSnapshot:
         return None if row is None or row[0] is None else int(row[0])
 
 
-class VectorCache:
-    """Chunk vectors held in memory, loaded from Postgres on first use.
+@dataclass(frozen=True)
+class Dense:
+    """What the dense channel needs: the models that may embed a query (the one whose
+    generation is live in a request's snapshot does) and how it searches."""
 
-    A chunk id names immutable text (its id hashes it), so a cached vector never goes stale;
-    a deleted chunk is simply never asked for again (the admissible ids come from Postgres).
-    """
-
-    def __init__(
-        self, embedder: Embedder, *, min_similarity: float = 0.3, max_vectors: int = 2_000_000
-    ) -> None:
-        self.embedder = embedder
-        self.min_similarity = min_similarity
-        self._max = max_vectors
-        self._vectors: dict[str, np.ndarray[Any, np.dtype[np.float32]]] = {}
-
-    async def matrix(
-        self, conn: AsyncConnection[Any], ids: Sequence[str]
-    ) -> np.ndarray[Any, np.dtype[np.float32]]:
-        missing = [i for i in ids if i not in self._vectors]
-        if missing:
-            if len(self._vectors) + len(missing) > self._max:
-                self._vectors.clear()
-                missing = list(ids)
-            cur = await conn.execute(
-                "SELECT chunk_id, vector FROM chunk_vectors WHERE chunk_id = ANY (%s) "
-                "AND embedder = %s AND embedder_version = %s",
-                (missing, self.embedder.name, self.embedder.version),
-            )
-            for chunk_id, vector in await cur.fetchall():
-                self._vectors[chunk_id] = np.frombuffer(bytes(vector), dtype="<f4")
-        dims = self.embedder.dims
-        zero = np.zeros(dims, dtype=np.float32)
-        return np.vstack([self._vectors.get(i, zero) for i in ids])
+    embedders: tuple[Embedder, ...]
+    min_similarity: float = 0.3
+    ef_search: int = 100  # candidates HNSW keeps per step: recall against latency
+    max_scan_tuples: int = 20_000  # how far an iterative scan goes for a selective filter
 
 
 class PostgresReadStore:
     """Implements ReadStore: each snapshot is one repeatable-read, read-only transaction."""
 
-    def __init__(self, pool: AsyncConnectionPool, vectors: VectorCache | None = None) -> None:
+    def __init__(self, pool: AsyncConnectionPool, dense: Dense | None = None) -> None:
         self._pool = pool
-        self._vectors = vectors
+        self._dense = dense
 
     async def still_current(self, doc_sequences: Mapping[str, int]) -> bool:
         if not doc_sequences:
@@ -570,7 +577,7 @@ class PostgresReadStore:
     async def snapshot(self) -> AsyncIterator[PostgresReadSnapshot]:
         async with transaction(self._pool) as conn:
             await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            yield PostgresReadSnapshot(conn, self._vectors)
+            yield PostgresReadSnapshot(conn, self._dense)
 
 
 def _split(doc_keys: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
@@ -584,49 +591,3 @@ _WORD = re.compile(r"[\w.-]+")
 
 def _words(text: str) -> list[str]:
     return [w.strip(".-") for w in _WORD.findall(text.lower()) if w.strip(".-")]
-
-
-class PostgresVectorStore:
-    """Implements VectorStore: which chunks lack a vector of a model, and storing them."""
-
-    def __init__(self, pool: AsyncConnectionPool) -> None:
-        self._pool = pool
-
-    async def missing(self, embedder: str, version: str, limit: int) -> list[tuple[str, str]]:
-        async with transaction(self._pool) as conn:
-            cur = await conn.execute(
-                "SELECT c.chunk_id, c.text FROM chunks c LEFT JOIN chunk_vectors v USING "
-                "(chunk_id) WHERE v.chunk_id IS NULL OR v.embedder <> %s OR "
-                "v.embedder_version <> %s ORDER BY c.chunk_id LIMIT %s",
-                (embedder, version, limit),
-            )
-            return [(row[0], row[1]) for row in await cur.fetchall()]
-
-    async def put(
-        self, chunk_ids: Sequence[str], vectors: Sequence[bytes], embedder: tuple[str, str]
-    ) -> None:
-        if not vectors:
-            return
-        async with transaction(self._pool) as conn:
-            # A chunk purged since it was read is skipped (its foreign key would fail).
-            cur = await conn.execute(
-                "SELECT chunk_id FROM chunks WHERE chunk_id = ANY (%s) FOR SHARE",
-                (list(chunk_ids),),
-            )
-            present = {row[0] for row in await cur.fetchall()}
-            keep = [(c, v) for c, v in zip(chunk_ids, vectors, strict=True) if c in present]
-            await insert_vectors(
-                conn, [c for c, _ in keep], [v for _, v in keep], embedder, len(vectors[0]) // 4
-            )
-
-    async def count(self, embedder: str, version: str) -> tuple[int, int]:
-        """(chunks with a vector of this model, all chunks)."""
-        async with transaction(self._pool) as conn:
-            cur = await conn.execute(
-                "SELECT (SELECT count(*) FROM chunk_vectors WHERE embedder = %s AND "
-                "embedder_version = %s), (SELECT count(*) FROM chunks)",
-                (embedder, version),
-            )
-            row = await cur.fetchone()
-            assert row is not None
-            return int(row[0]), int(row[1])

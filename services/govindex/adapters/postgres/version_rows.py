@@ -10,8 +10,8 @@ from typing import Any
 from psycopg import AsyncConnection, sql
 from psycopg.types.json import Jsonb
 
-from govindex.adapters.postgres.chunks import insert_vectors
 from govindex.adapters.postgres.document_keys import key_columns
+from govindex.adapters.postgres.vectors import insert_vectors
 from govindex.core.ports import VersionPlan
 
 
@@ -115,17 +115,24 @@ async def end_older_validity(
 
 
 async def insert_plan_vectors(conn: AsyncConnection[Any], plans: Sequence[VersionPlan]) -> None:
-    """The chunks' vectors, one insert per model that made them."""
-    embedded = [p for p in plans if p.embedder is not None and p.vectors]
-    for embedder in {p.embedder for p in embedded}:
-        assert embedder is not None
-        same = [p for p in embedded if p.embedder == embedder]
+    """The chunks' vectors, one insert per model that made them; the chunks a model could
+    not embed now are queued for it."""
+    models = {model for p in plans for model in p.vectors}
+    for model in sorted(models):
+        same = [p for p in plans if p.vectors.get(model)]
         await insert_vectors(
             conn,
             [c.chunk_id for p in same for c in p.chunks],
-            [v for p in same for v in p.vectors],
-            embedder,
-            len(same[0].vectors[0]) // 4,
+            [v for p in same for v in p.vectors[model]],
+            model,
+            len(same[0].vectors[model][0]) // 4,
+        )
+    pending = [c.chunk_id for p in plans if p.embed_pending for c in p.chunks]
+    if pending:
+        await conn.execute(
+            "INSERT INTO embedding_backlog (chunk_id) SELECT unnest(%s::text[]) "
+            "ON CONFLICT (chunk_id) DO NOTHING",
+            (pending,),
         )
 
 

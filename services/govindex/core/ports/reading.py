@@ -222,6 +222,22 @@ class VectorStore(Protocol):
 
     async def count(self, embedder: str, version: str) -> tuple[int, int]: ...
 
+    async def missing_after(
+        self, embedder: str, version: str, after: str, limit: int
+    ) -> list[tuple[str, str]]: ...
+
+    async def switch_generation(self, embedder: str, version: str) -> bool: ...
+
+    async def backlog(self, limit: int) -> list[tuple[str, str]]:
+        """(chunk id, text) of the oldest chunks queued for embedding."""
+        ...
+
+    async def settle(self, chunk_ids: Sequence[str]) -> None:
+        """Take chunks off the backlog (their vectors are stored)."""
+        ...
+
+    async def backlog_size(self) -> int: ...
+
 
 class ReadAudit(Protocol):
     """Answered reads, one record each, kept for `audit_retention_days`."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -130,9 +130,11 @@ class VersionPlan(_AboutOneDocument, _VersionStamps):
     # The event's content when an extractor made `content` of it (base64 for a binary
     # file): kept so a new extractor version can re-extract without the source.
     raw_content: str | None = None
-    # One unit-length float32 vector per chunk (same order), and the model that made them.
-    vectors: Sequence[bytes] = ()
-    embedder: tuple[str, str] | None = None
+    # Per model (name, version): one unit-length float32 vector per chunk, in order.
+    vectors: Mapping[tuple[str, str], Sequence[bytes]] = field(default_factory=dict)
+    # A configured model could not embed the chunks now (its service down or slow): they
+    # are committed without its vectors and queued for it (`embedding_backlog`).
+    embed_pending: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,175 @@
+"""Embedding models on the real servers: an embeddings endpoint down while documents arrive
+(they are indexed and searchable at once, embedded when it is back, nothing lost), and a
+change of model built beside the live one by the reembed job, switched in one commit, no
+ranking ever mixing the two."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from govindex.adapters.postgres.vectors import vector_literal
+from govindex.control.bootstrap import prepare
+from govindex.control.jobs import start_job
+from govindex.control.reembed import REEMBED
+from govindex.core.jobs import JobState
+from govindex.core.settings import Settings
+from govindex.runtime.composition import Runtime
+from reader.app import read_service
+from reader.models import SearchRequest
+from tests.support.embedding_server import EmbeddingServer
+from tests.support.models import build_model2vec
+from tests.support.pipeline import Pipeline, until
+
+pytestmark = pytest.mark.e2e
+
+FAILOVER = "# Failover\n\nPromote the replica when the primary database is down.\n"
+REFUNDS = "# Refunds\n\nThe payments team approves invoice refunds and settles card payments.\n"
+BACKUPS = "# Backups\n\nDatabase backups restore the replica and the primary.\n"
+
+
+@asynccontextmanager
+async def running(settings: Settings) -> AsyncIterator[Pipeline]:
+    await prepare(settings)
+    async with Runtime(settings, pool_size=6) as rt:
+        p = Pipeline(rt, tenant="models")
+        await p.register()
+        await p.start_workers()
+        try:
+            yield p
+        finally:
+            await p.stop_workers()
+            p.close()
+
+
+def search(p: Pipeline, query: str, channels: list[str]) -> SearchRequest:
+    return SearchRequest.model_validate(
+        {
+            "tenant": p.tenant,
+            "subject": {"principals": ["group:eng"]},
+            "purpose": "support",
+            "query": query,
+            "channels": channels,
+            "cache": "bypass",
+        }
+    )
+
+
+async def docs_found(p: Pipeline, query: str, channels: list[str]) -> list[str]:
+    found = await read_service(p.rt).search(search(p, query, channels))
+    return [h.anchor.doc_id for h in found.hits]
+
+
+async def test_an_embedding_endpoint_down_then_back_loses_nothing(settings: Settings) -> None:
+    with EmbeddingServer() as server:
+        over_http = settings.model_copy(
+            update={
+                "embedder": f"http:{server.url}",
+                "embedder_model": "wordllama",
+                "embedder_dims": server.dims,
+                "embedder_retries": 0,
+                "embedder_timeout_s": 2.0,
+                "embed_backlog_every_s": 0.2,
+            }
+        )
+        async with running(over_http) as p:
+            await p.wait_processed(p.publish(p.change("runbooks/failover.md", 1, FAILOVER)))
+            assert await docs_found(p, "primary database down", ["dense"]) == [
+                "runbooks/failover.md"
+            ]
+
+            server.stop()  # the model's service goes away
+            await p.wait_processed(
+                p.publish(
+                    p.change("runbooks/refunds.md", 1, REFUNDS),
+                    p.change("runbooks/backups.md", 1, BACKUPS),
+                )
+            )
+            # Indexed regardless, found by the other channels at once, and counted.
+            assert await docs_found(p, "invoice refunds", ["fulltext"]) == ["runbooks/refunds.md"]
+            assert await p.rt.vectors.backlog_size() == 2
+            found = await read_service(p.rt).search(search(p, "invoice refunds", ["dense"]))
+            assert found.hits == [] and found.degraded == ["dense"]  # said, not hidden
+
+            server.start()  # back: the backlog is embedded, nothing was lost
+            await until(p.rt.vectors.backlog_size, lambda n: n == 0, 60, "the backlog drained")
+            embedder = p.rt.embedder
+            assert embedder is not None
+            have, total = await p.rt.vectors.count(embedder.name, embedder.version)
+            assert have == total == 3
+            assert (await docs_found(p, "invoice refunds card payments", ["dense"]))[0] == (
+                "runbooks/refunds.md"
+            )
+
+
+async def _exact(p: Pipeline, model: tuple[str, str], dims: int, query: bytes) -> list[str]:
+    """The model's exact ranking of the tenant's current chunks (no index), by doc id."""
+    async with p.pool.connection() as conn:
+        cur = await conn.execute(
+            f"SELECT c.doc_id FROM chunk_vectors v JOIN chunks c USING (chunk_id) WHERE "
+            "c.tenant_id = %s AND c.superseded_at IS NULL AND v.embedder = %s AND "
+            f"v.embedder_version = %s ORDER BY v.embedding::vector({dims}) <#> "
+            f"%s::vector({dims}), c.chunk_id",
+            (p.tenant, *model, vector_literal(query)),
+        )
+        return [row[0] for row in await cur.fetchall()]
+
+
+async def test_a_new_model_is_built_beside_the_live_one_and_switched_at_once(
+    settings: Settings, tmp_path: Path
+) -> None:
+    model_dir = build_model2vec(tmp_path / "m2v")
+    exact = settings.model_copy(update={"dense_min_similarity": -1.0})
+    query = "the replica of the primary database"
+    async with running(exact) as p:
+        for n, text in enumerate((FAILOVER, REFUNDS, BACKUPS)):
+            await p.wait_processed(p.publish(p.change(f"runbooks/{n}.md", 1, text)))
+        old = p.rt.embedder
+        assert old is not None
+        ranked_old = await docs_found(p, query, ["dense"])
+        assert ranked_old == await _exact(
+            p, (old.name, old.version), old.dims, old.embed([query])[0]
+        )
+
+    changing = exact.model_copy(update={"embedder_next": f"model2vec:{model_dir}"})
+    async with running(changing) as p:
+        old, new = p.rt.embedders
+        # While the next model is configured, new chunks get both models' vectors.
+        await p.wait_processed(
+            p.publish(p.change("runbooks/3.md", 1, "# Rotation\n\nRotate the credentials.\n"))
+        )
+        async with p.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT v.embedder FROM chunk_vectors v JOIN chunks c USING (chunk_id) "
+                "WHERE c.doc_id = 'runbooks/3.md' ORDER BY 1"
+            )
+            assert [r[0] for r in await cur.fetchall()] == sorted([old.name, new.name])
+        # Before the switch the live model still answers, alone.
+        assert await docs_found(p, query, ["dense"]) == await _exact(
+            p, (old.name, old.version), old.dims, old.embed([query])[0]
+        )
+        seen: list[tuple[int, int | None]] = []
+        job = await start_job(
+            p.rt,
+            REEMBED,
+            {"model": f"{new.name}/{new.version}"},
+            dry_run=False,
+            rate=None,
+            progress=lambda done, total: seen.append((done, total)),
+        )
+        assert job.state == JobState.SUCCEEDED and job.counts["switched"] == 1
+        assert job.counts["embedded"] == 3 and seen  # the three chunks from before
+        live = await p.rt.vectors.live()
+        assert live is not None and (live.embedder, live.version) == (new.name, new.version)
+        # After it, the new model answers, alone: its exact ranking, every chunk included.
+        ranked_new = await docs_found(p, query, ["dense"])
+        assert ranked_new == await _exact(
+            p, (new.name, new.version), new.dims, new.embed([query])[0]
+        )
+        assert sorted(ranked_new) == [f"runbooks/{n}.md" for n in range(4)]
+        listed: Any = await p.rt.jobs.get(job.id)
+        assert listed.kind == REEMBED  # visible to `govindex jobs`
