@@ -222,43 +222,54 @@ def plan_version(
     )
 
 
+class PageLocator:
+    """Where a span of a paged file's canonical text was printed: the page its text begins
+    on, and where the file says where text was printed (a PDF), the rectangle, in points
+    from the page's top-left corner, around the span's text on that page."""
+
+    def __init__(self, pages: Sequence[Page], boxes: Sequence[Box] = ()) -> None:
+        self.pages = pages
+        self.starts = [p.start for p in pages]
+        self.boxes = boxes
+        self.ends = [b.end for b in boxes]  # boxes are in text order and do not overlap
+
+    def page(self, start: int) -> int:
+        at = bisect.bisect_right(self.starts, start) - 1
+        return self.pages[max(0, at)].number
+
+    def labels(self, start: int, end: int) -> list[str]:
+        """`page:N`, and `bbox:LEFT,TOP,RIGHT,BOTTOM` where the boxes say."""
+        number = self.page(start)
+        left = top = float("inf")
+        right = bottom = float("-inf")
+        k = bisect.bisect_right(self.ends, start)
+        while k < len(self.boxes) and self.boxes[k].start < end:
+            box = self.boxes[k]
+            if box.page == number:
+                left, top = min(left, box.left), min(top, box.top)
+                right, bottom = max(right, box.right), max(bottom, box.bottom)
+            k += 1
+        found = [f"page:{number}"]
+        if left != float("inf"):
+            found.append(f"bbox:{left:g},{top:g},{right:g},{bottom:g}")
+        return found
+
+
 def on_pages(
     chunks: Sequence[Chunk], pages: Sequence[Page], where: str, boxes: Sequence[Box] = ()
 ) -> list[Chunk]:
-    """Each chunk of a paged file located by the page its text begins on: a `page:N`
-    label and the locator `file.pdf#page=N` a viewer opens; where the file says where its
-    text was printed (a PDF), a `bbox:LEFT,TOP,RIGHT,BOTTOM` label too: the rectangle, in
-    points from the page's top-left corner, around the chunk's text on that page."""
-    starts = [p.start for p in pages]
-    box_ends = [b.end for b in boxes]
-    out = []
-    for chunk in chunks:
-        at = bisect.bisect_right(starts, chunk.char_start) - 1
-        number = pages[max(0, at)].number
-        labels = [*chunk.labels, f"page:{number}"]
-        around = _around(boxes, box_ends, chunk.char_start, chunk.char_end, number)
-        if around:
-            labels.append(around)
-        out.append(
-            chunk.model_copy(update={"locator": f"{where}#page={number}", "labels": tuple(labels)})
+    """Each chunk of a paged file located by the page its text begins on: the locator
+    `file.pdf#page=N` a viewer opens and the `PageLocator` labels."""
+    locator = PageLocator(pages, boxes)
+    return [
+        chunk.model_copy(
+            update={
+                "locator": f"{where}#page={locator.page(chunk.char_start)}",
+                "labels": (*chunk.labels, *locator.labels(chunk.char_start, chunk.char_end)),
+            }
         )
-    return out
-
-
-def _around(boxes: Sequence[Box], ends: list[int], start: int, end: int, page: int) -> str:
-    """The `bbox:` label of the boxes on `page` that [start, end) overlaps ('' if none)."""
-    left = top = float("inf")
-    right = bottom = float("-inf")
-    k = bisect.bisect_right(ends, start)
-    while k < len(boxes) and boxes[k].start < end:
-        box = boxes[k]
-        if box.page == page:
-            left, top = min(left, box.left), min(top, box.top)
-            right, bottom = max(right, box.right), max(bottom, box.bottom)
-        k += 1
-    if left == float("inf"):
-        return ""
-    return f"bbox:{left:g},{top:g},{right:g},{bottom:g}"
+        for chunk in chunks
+    ]
 
 
 def facts_parser(mapping: FactMapping | None, parser: Parser) -> tuple[str, str]:

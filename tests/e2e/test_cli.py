@@ -221,3 +221,20 @@ def test_chunk_shows_how_a_file_is_cut_without_any_server(tmp_path: Path) -> Non
     assert records[3]["parent_ordinal"] == 1 and records[3]["locator"].endswith("#L8-L8")
     missing = govindex(tmp_path, "chunk", "nope.md", check=False)
     assert missing.returncode == 1 and "no such file" in missing.stderr
+
+
+def test_chunk_locates_a_pdf_by_page_and_on_the_page_as_the_indexer_does(
+    tmp_path: Path,
+) -> None:
+    pdf = Path(__file__).resolve().parents[1] / "fixtures" / "formats"
+    pdf /= "pdf-libreoffice-structure.pdf"
+    records = [
+        json.loads(line)
+        for line in govindex(tmp_path, "chunk", str(pdf), "--json").stdout.splitlines()
+    ]
+    assert records and all(r["locator"].endswith("#page=1") for r in records)
+    for record in records:
+        page, bbox = record["labels"][-2:]
+        assert page == "page:1" and bbox.startswith("bbox:")
+        left, top, right, bottom = (float(v) for v in bbox.removeprefix("bbox:").split(","))
+        assert 0 <= left < right <= 612 and 0 <= top < bottom <= 842

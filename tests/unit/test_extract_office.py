@@ -243,7 +243,7 @@ def test_the_extractors_declare_what_the_registry_needs() -> None:
     assert [(e.name, e.version, e.suffixes, e.binary) for e in EXTRACTORS] == [
         ("docx", "1.0.0", (".docx",), True),
         ("pptx", "1.1.0", (".pptx",), True),
-        ("xlsx", "2.0.0", (".xlsx",), True),
+        ("xlsx", "2.1.0", (".xlsx",), True),
     ]
     assert isinstance(DOCX, DocxExtractor)
 
@@ -871,3 +871,19 @@ def test_sheet_text_is_deterministic_and_its_chunks_are_exact_spans(
         (region,) = extracted.regions
         read = list(csv.reader(io.StringIO(text[region.start : region.end], newline="")))
         assert len(read) == len(with_values)  # one CSV record per row with a value
+
+
+def test_xlsx_a_sheet_of_numbers_has_no_header_and_a_sheet_of_names_has_one() -> None:
+    """The Excel-made file is one column of numbers: its first row is data, so the CSV
+    parser guesses (as for a .csv); a row of names over data is the header, told."""
+    excel = XLSX.extract((FIXTURES / "xlsx-excel-made.xlsx").read_bytes(), LIMITS)
+    assert [r.parser for r in excel.regions] == ["csv"]
+    (group,) = [c for c in cut(excel).chunks if c.kind is ChunkKind.ROW_GROUP]
+    assert group.labels == ("key:1", "key:2", "key:3")
+    wb = openpyxl.Workbook()
+    for row in (["Amount (EUR)", "Due"], [12, dt.date(2025, 1, 2)], [7, dt.date(2025, 2, 3)]):
+        wb.active.append(row)
+    named = XLSX.extract(saved(wb), LIMITS)
+    assert [r.parser for r in named.regions] == ["csv:header"]
+    (group,) = [c for c in cut(named).chunks if c.kind is ChunkKind.ROW_GROUP]
+    assert group.labels == ("key:12", "key:7")  # the header is no key

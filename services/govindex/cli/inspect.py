@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import bisect
 import json
 from pathlib import Path
 from typing import Annotated
@@ -35,9 +34,10 @@ from govindex.core.settings import Settings
 from govindex.core.tokens import SETTING as TOKENIZER_SETTING
 from govindex.core.tokens import TokenEstimator, TokenizerError, estimator_from
 from govindex.runtime.composition import Runtime
-from indexer.extractors import SANDBOX, Page, extract, extractor_for
+from indexer.extractors import SANDBOX, extract, extractor_for
 from indexer.extractors.regions import cut
 from indexer.parsers import PARSERS, ParsedDocument, Parser, parser_for
+from indexer.planning import PageLocator
 from indexer.stamping import simhash64, token_estimate
 from ingest.app import registered
 
@@ -163,7 +163,7 @@ def chunk_command(
     except (InvalidEvent, ParserFailed) as exc:
         raise Failure(f"{file}: {exc}") from None
     where = file.as_posix()
-    pages = list(extracted.pages) if extracted else []
+    pages = PageLocator(extracted.pages, extracted.boxes) if extracted and extracted.pages else None
     if json_lines:
         _print_chunk_records(where, chosen, parsed, tokens, pages)
     else:
@@ -171,7 +171,11 @@ def chunk_command(
             console.print(
                 f"{where}: extracted by {extracted.extractor} to {len(text):,} characters of "
                 f"canonical text"
-                + (f" on {len(pages)} page{'s' if len(pages) != 1 else ''}" if pages else "")
+                + (
+                    f" on {len(pages.pages)} page{'s' if len(pages.pages) != 1 else ''}"
+                    if pages
+                    else ""
+                )
             )
         _print_chunk_table(where, chosen, parsed, tokens, pages)
     return 0
@@ -195,11 +199,12 @@ def _print_chunk_records(
     chosen: Parser,
     parsed: ParsedDocument,
     tokens: TokenEstimator,
-    pages: list[Page],
+    pages: PageLocator | None,
 ) -> None:
     for c in parsed.chunks:
         record = c.as_json()
         record.update(
+            labels=_labels(c, pages),
             parser=chosen.name,
             parser_version=chosen.version,
             locator=_locator(where, c, pages),
@@ -215,7 +220,7 @@ def _print_chunk_table(
     chosen: Parser,
     parsed: ParsedDocument,
     tokens: TokenEstimator,
-    pages: list[Page],
+    pages: PageLocator | None,
 ) -> None:
     console.print(
         f"{where}: {len(parsed.chunks)} chunks by {chosen.name}@{chosen.version}"
@@ -233,7 +238,7 @@ def _print_chunk_table(
                 f"{c.span.char_start}-{c.span.char_end}",
                 str(token_estimate(c.text, tokens)),
                 "-" if c.parent_ordinal is None else str(c.parent_ordinal),
-                ",".join(c.labels)[:32] or "-",
+                ",".join(_labels(c, pages))[:40] or "-",
                 _first_line(c.text)[:50],
             )
             for c in parsed.chunks
@@ -241,15 +246,20 @@ def _print_chunk_table(
     )
 
 
-def _locator(where: str, draft: ChunkDraft, pages: list[Page]) -> str:
+def _locator(where: str, draft: ChunkDraft, pages: PageLocator | None) -> str:
     """Where the indexer would locate the chunk: by page in a paged file, else by anchor
     or lines of the (canonical) text."""
-    if pages:
-        at = bisect.bisect_right([p.start for p in pages], draft.span.char_start) - 1
-        return f"{where}#page={pages[max(0, at)].number}"
+    if pages is not None:
+        return f"{where}#page={pages.page(draft.span.char_start)}"
     if draft.anchor:
         return f"{where}#{draft.anchor}"
     return f"{where}#L{draft.span.line_start}-L{draft.span.line_end}"
+
+
+def _labels(draft: ChunkDraft, pages: PageLocator | None) -> list[str]:
+    """The chunk's labels as the indexer stamps them (a paged file's `page:` and `bbox:`)."""
+    located = pages.labels(draft.span.char_start, draft.span.char_end) if pages else []
+    return [*draft.labels, *located]
 
 
 def _first_line(text: str) -> str:

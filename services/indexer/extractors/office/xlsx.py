@@ -1,17 +1,18 @@
 """Excel workbooks (.xlsx) as canonical text, each worksheet cut by the CSV parser.
 
 One `## Sheet: <name>` heading per worksheet, then its used range as CSV (RFC 4180
-quoting, rows with no value left out), which the CSV parser cuts into row groups that
-carry the first row (the sheet's header) as context and their first column as `key:`
-labels, as it cuts a `.csv` file. Values are the cached results of formulas, never the
-formulas, and are written the same way every time: integers without `.0`, dates and times
-in ISO 8601.
+quoting, rows with no value left out), which the CSV parser cuts into row groups, as it
+cuts a `.csv` file: their first column as `key:` labels, and the first row as context
+when it is the sheet's header (text in each of its cells, a row below it). Values are the
+cached results of formulas, never the formulas, and are written the same way every time:
+integers without `.0`, dates and times in ISO 8601.
 """
 
 from __future__ import annotations
 
 import csv
 import datetime as dt
+import re
 from io import BytesIO, StringIO
 from typing import Any
 
@@ -47,6 +48,19 @@ def _value(value: object) -> str:
         sign, seconds = ("-", -seconds) if seconds < 0 else ("", seconds)
         return f"{sign}{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
     return str(value)
+
+
+_NUMBER = re.compile(r"[-+]?(\d[\d,]*\.?\d*|\.\d+)([eE][-+]?\d+)?%?|\d{4}-\d\d-\d\d\S*")
+
+
+def _headed(rows: list[list[str]]) -> bool:
+    """Whether the sheet's first row names its columns: a row below it, and text (not a
+    number or a date) in every cell of it that holds something. Told here, where the cells
+    are known, rather than guessed from the CSV."""
+    if len(rows) < 2:
+        return False
+    cells = [cell.strip() for cell in rows[0] if cell.strip()]
+    return bool(cells) and not any(_NUMBER.fullmatch(cell) for cell in cells)
 
 
 def _csv(rows: list[list[str]], first: int, width: int) -> str:
@@ -106,7 +120,8 @@ def _workbook(book: Any, limits: Limits, what: str) -> tuple[str, tuple[Region, 
         if rows:
             block = _csv(rows, first, width)
             start = out.add(block)
-            regions.append(Region(start, start + len(block), "csv:header"))
+            parser = "csv:header" if _headed(rows) else "csv"
+            regions.append(Region(start, start + len(block), parser))
     return out.text(), tuple(regions)
 
 
@@ -114,7 +129,7 @@ class XlsxExtractor:
     """Excel workbooks (.xlsx) through openpyxl, streaming (read-only), cached values."""
 
     name = "xlsx"
-    version = "2.0.0"
+    version = "2.1.0"
     suffixes: tuple[str, ...] = (".xlsx",)
     binary = True
 
