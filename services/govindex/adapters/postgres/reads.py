@@ -283,7 +283,10 @@ class PostgresReadSnapshot:
         dense = self._dense
         if dense is None or not text.strip():
             return []
-        live = await live_generation(self._conn)
+        # One round trip: the live generation, and this transaction's HNSW search settings.
+        live = await live_generation(
+            self._conn, ef_search=max(dense.ef_search, limit), max_scan=dense.max_scan_tuples
+        )
         embedder = next(
             (
                 e
@@ -297,12 +300,6 @@ class PostgresReadSnapshot:
             return []
         (made,) = await asyncio.to_thread(embedder.embed, [text])  # not on the event loop
         query = vector_literal(made)
-        await self._conn.execute(
-            "SELECT set_config('hnsw.ef_search', %s, true), "
-            "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
-            "set_config('hnsw.max_scan_tuples', %s, true)",
-            (str(max(dense.ef_search, limit)), str(dense.max_scan_tuples)),
-        )
         distance = sql.SQL("{} <#> {}").format(
             live.cast(sql.Identifier("cv", "embedding")), live.cast(sql.Placeholder("query"))
         )

@@ -263,10 +263,23 @@ class PostgresVectorStore:
             return await live_generation(conn)
 
 
-async def live_generation(conn: AsyncConnection[Any]) -> Generation | None:
-    """The generation reads rank by (in the caller's snapshot), if any."""
-    cur = await conn.execute(
-        "SELECT embedder, embedder_version, dims FROM vector_generations WHERE state = 'live'"
-    )
+async def live_generation(
+    conn: AsyncConnection[Any], *, ef_search: int | None = None, max_scan: int | None = None
+) -> Generation | None:
+    """The generation reads rank by (in the caller's snapshot), if any; with `ef_search`,
+    the transaction's HNSW search is set in the same statement: that many candidates,
+    iterative scans (relaxed order) up to `max_scan` index entries."""
+    if ef_search is None:
+        cur = await conn.execute(
+            "SELECT embedder, embedder_version, dims FROM vector_generations WHERE state = 'live'"
+        )
+    else:
+        cur = await conn.execute(
+            "SELECT embedder, embedder_version, dims, set_config('hnsw.ef_search', %s, true), "
+            "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+            "set_config('hnsw.max_scan_tuples', %s, true) FROM vector_generations "
+            "WHERE state = 'live'",
+            (str(ef_search), str(max_scan or 20_000)),
+        )
     row = await cur.fetchone()
     return None if row is None else Generation(str(row[0]), str(row[1]), int(row[2]), "live")
