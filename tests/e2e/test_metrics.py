@@ -4,7 +4,9 @@ what is waiting (consumer lag, outbox and purge backlogs, jobs), with bounded la
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -55,6 +57,14 @@ def test_metrics_are_scraped_from_a_running_stack(running: Path) -> None:
     assert value(samples, "govindex_opensearch_bulk_items_total", result="created") >= 3
     assert value(samples, "govindex_stage_duration_seconds_count", stage="postgres") >= 1
     assert value(samples, "govindex_batch_events_count", consumer="indexer") >= 1
+    # The same listener answers the probes a Kubernetes kubelet asks.
+    base = url.removesuffix("/metrics")
+    with urllib.request.urlopen(base + "/livez", timeout=10) as live:
+        body = json.loads(live.read())
+    assert body["ok"] is True and "indexer" in body["workers"]
+    assert body["heartbeat_age_s"] is not None and body["heartbeat_age_s"] < 60
+    with urllib.request.urlopen(base + "/readyz", timeout=10) as ready:
+        assert json.loads(ready.read()) == {"ok": True}
 
     govindex(root, "delete", "--source", "handbook", "--doc", "a.md")
     samples = until(

@@ -12,7 +12,7 @@ import typer
 
 from govindex.cli.common import DEFAULT_DIR, Failure, LogLevel, StateDir, console, setup
 from govindex.control.bootstrap import prepare
-from govindex.control.metrics import serve_metrics
+from govindex.control.health import HealthServer
 from govindex.control.workers import WORKERS, Workers
 from govindex.core.settings import Settings, read_stack_file, redact
 from govindex.devstack.embedded import EmbeddedStack
@@ -208,7 +208,8 @@ async def _serve(
             rt, run=tuple(w for w in workers if w not in LISTENERS), metrics=True, heal=True
         )
         generation = await running.start()
-        metrics_url = _serve_metrics(settings, laptop)
+        health = await _serve_health(rt, running, settings, laptop)
+        metrics_url = health.url
         servers: list[_Server] = []
         extra: dict[str, str] = {}
         if laptop or webhook_port is not None or "webhooks" in workers:
@@ -239,20 +240,25 @@ async def _serve(
         for server in servers:
             await server.stop()
         await running.stop()
+        await health.stop()
     return 0
 
 
-def _serve_metrics(settings: Settings, laptop: bool) -> str:
-    """/metrics: a laptop's on loopback with any free port, else on the configured one."""
-    if laptop:
-        return serve_metrics("127.0.0.1", 0)
+async def _serve_health(
+    rt: Runtime, running: Workers, settings: Settings, laptop: bool
+) -> HealthServer:
+    """/metrics, /livez and /readyz: a laptop's on loopback with any free port, else on
+    the configured one."""
+    host, port = ("127.0.0.1", 0) if laptop else (settings.metrics_host, settings.metrics_port)
+    health = HealthServer(rt, running, host, port)
     try:
-        return serve_metrics(settings.metrics_host, settings.metrics_port)
+        health.url = await health.start()
     except OSError as exc:
         raise Failure(
-            f"cannot serve /metrics on {settings.metrics_host}:{settings.metrics_port}: "
-            f"{exc}; set GOVINDEX_METRICS_PORT to a free port (0: any)"
+            f"cannot serve /metrics on {host}:{port}: {exc}; set GOVINDEX_METRICS_PORT to a "
+            "free port (0: any)"
         ) from None
+    return health
 
 
 async def _start_read_api(

@@ -12,7 +12,6 @@ import contextlib
 import time
 from collections.abc import Sequence
 
-import prometheus_client
 import structlog
 
 from govindex.adapters.kafka import OffsetReader
@@ -22,13 +21,6 @@ from govindex.core.settings import Consumers
 from govindex.runtime.composition import Runtime
 
 log = structlog.get_logger(__name__)
-
-
-def serve_metrics(host: str, port: int) -> str:
-    """Start the endpoint in a thread; its URL (port 0: a free one)."""
-    prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
-    server, _thread = prometheus_client.start_http_server(port, addr=host)
-    return f"http://{host}:{server.server_port}/metrics"
 
 
 def groups_of(rt: Runtime, kinds: Sequence[str]) -> list[tuple[str, str]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -77,6 +78,10 @@ class Workers:
     _background: list[asyncio.Task[None]] = field(default_factory=list)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    # When the control loop last went round, and last wrote its heartbeat (monotonic):
+    # what `/livez` reports (`govindex.control.health`).
+    round_at: float = field(default_factory=time.monotonic)
+    beat_at: float | None = None
 
     async def start(self) -> int:
         """Subscribe and join the groups; returns the index generation written to."""
@@ -263,8 +268,10 @@ class Workers:
                         self._paused.discard(kind)
                         log.info("workers.resumed", worker=kind)
                 await self._beat(runner)
+                self.beat_at = time.monotonic()
             except Exception as exc:  # Postgres away: keep running as we are, try again
                 log.warning("workers.control_failed", error=str(exc))
+            self.round_at = time.monotonic()  # the loop goes round: the process is alive
             if not await self._every(self.rt.settings.control_poll_s):
                 return
 
