@@ -14,14 +14,15 @@ from faststream import AckPolicy
 from faststream.kafka import KafkaBroker, KafkaMessage
 
 from govindex.adapters.kafka_lanes import RewindOnce, delivery_of
+from govindex.adapters.kafka_security import PLAINTEXT, KafkaSecurity, faststream_options
 from govindex.core.envelope import Delivery
 
 OnDelivery = Callable[[Delivery], Awaitable[None]]
 Broker = KafkaBroker
 
 
-def new_broker(bootstrap: str, client_id: str) -> KafkaBroker:
-    return KafkaBroker(bootstrap, client_id=client_id, logger=None)
+def new_broker(bootstrap: str, client_id: str, security: KafkaSecurity = PLAINTEXT) -> KafkaBroker:
+    return KafkaBroker(bootstrap, client_id=client_id, logger=None, **faststream_options(security))
 
 
 async def _keep_raw(message: Any) -> None:

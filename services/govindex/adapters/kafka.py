@@ -18,16 +18,26 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewPartitions, NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
+from govindex.adapters.kafka_security import PLAINTEXT, KafkaSecurity, kafka_python_options
 from govindex.core.envelope import KafkaRecord, TopicRecord
 from govindex.core.errors import TransientError
 
 log = structlog.get_logger(__name__)
 
 
-def ensure_topics(bootstrap: str, topics: Iterable[str], partitions: int) -> list[str]:
+def ensure_topics(
+    bootstrap: str,
+    topics: Iterable[str],
+    partitions: int,
+    security: KafkaSecurity = PLAINTEXT,
+) -> list[str]:
     """Create missing topics; return the names created."""
     try:
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="govindex-admin")
+        admin = KafkaAdminClient(
+            bootstrap_servers=bootstrap,
+            client_id="govindex-admin",
+            **kafka_python_options(security),
+        )
     except KafkaError as exc:
         raise TransientError(f"cannot reach Kafka at {bootstrap}: {exc}") from exc
     try:
@@ -62,8 +72,9 @@ class TopicKeeper:
     topic more partitions on purpose). A blocking client: call it from a thread.
     """
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, security: KafkaSecurity = PLAINTEXT) -> None:
         self._bootstrap = bootstrap
+        self._security = security
         self._admin: KafkaAdminClient | None = None
 
     def _client(self) -> KafkaAdminClient:
@@ -73,6 +84,7 @@ class TopicKeeper:
                     bootstrap_servers=self._bootstrap,
                     client_id="govindex-topics",
                     request_timeout_ms=10_000,
+                    **kafka_python_options(self._security),
                 )
             except KafkaError as exc:
                 raise TransientError(f"cannot reach Kafka at {self._bootstrap}: {exc}") from exc
@@ -125,7 +137,7 @@ class TopicKeeper:
 class KafkaEventPublisher:
     """A blocking producer (acks=all) for load generators and tests, never on an event loop."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, security: KafkaSecurity = PLAINTEXT) -> None:
         try:
             self._producer = KafkaProducer(
                 bootstrap_servers=bootstrap,
@@ -133,6 +145,7 @@ class KafkaEventPublisher:
                 linger_ms=5,
                 max_request_size=8 * 1024 * 1024,
                 client_id="govindex-cli",
+                **kafka_python_options(security),
             )
         except KafkaError as exc:
             raise TransientError(f"cannot reach Kafka at {bootstrap}: {exc}") from exc
@@ -170,10 +183,14 @@ class PartitionLag:
 class OffsetReader:
     """Reads end offsets and committed group offsets with manual assignment (no group join)."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, security: KafkaSecurity = PLAINTEXT) -> None:
         self._bootstrap = bootstrap
+        self._security = security
         self._consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap, enable_auto_commit=False, client_id="govindex-offsets"
+            bootstrap_servers=bootstrap,
+            enable_auto_commit=False,
+            client_id="govindex-offsets",
+            **kafka_python_options(security),
         )
 
     def close(self) -> None:
@@ -222,7 +239,10 @@ class OffsetReader:
     def lag(self, topic: str, group: str) -> list[PartitionLag]:
         ends = self.end_offsets(topic)
         committed_consumer = KafkaConsumer(
-            bootstrap_servers=self._bootstrap, group_id=group, enable_auto_commit=False
+            bootstrap_servers=self._bootstrap,
+            group_id=group,
+            enable_auto_commit=False,
+            **kafka_python_options(self._security),
         )
         try:
             out = []
@@ -252,13 +272,20 @@ class TopicScanner:
     """Reads a topic between offsets, partition by partition, with manual assignment (an
     operator tool must never join, and so rebalance, a consumer group)."""
 
-    def __init__(self, bootstrap: str, *, idle_timeout_s: float = 15.0) -> None:
-        self._offsets = OffsetReader(bootstrap)
+    def __init__(
+        self,
+        bootstrap: str,
+        security: KafkaSecurity = PLAINTEXT,
+        *,
+        idle_timeout_s: float = 15.0,
+    ) -> None:
+        self._offsets = OffsetReader(bootstrap, security)
         self._consumer = KafkaConsumer(
             bootstrap_servers=bootstrap,
             enable_auto_commit=False,
             client_id="govindex-scan",
             max_poll_records=500,
+            **kafka_python_options(security),
         )
         self._idle_timeout_s = idle_timeout_s
 
@@ -331,12 +358,19 @@ class GroupOffsets:
     """A consumer group's committed offsets: read, and set while the group is empty
     (what `kafka-consumer-groups --reset-offsets` does), with manual assignment only."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, security: KafkaSecurity = PLAINTEXT) -> None:
         self._bootstrap = bootstrap
-        self._offsets = OffsetReader(bootstrap)
-        self._admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="govindex-offsets")
+        self._security = security
+        self._offsets = OffsetReader(bootstrap, security)
+        options = kafka_python_options(security)
+        self._admin = KafkaAdminClient(
+            bootstrap_servers=bootstrap, client_id="govindex-offsets", **options
+        )
         self._consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap, enable_auto_commit=False, client_id="govindex-offsets"
+            bootstrap_servers=bootstrap,
+            enable_auto_commit=False,
+            client_id="govindex-offsets",
+            **options,
         )
 
     def close(self) -> None:
@@ -421,6 +455,7 @@ class GroupOffsets:
             group_id=group,
             enable_auto_commit=False,
             client_id="govindex-offsets-reset",
+            **kafka_python_options(self._security),
         )
         try:
             consumer.subscribe([topic])

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
+from govindex.adapters.kafka_security import PLAINTEXT, KafkaSecurity, aiokafka_options
 from govindex.core.envelope import KafkaRecord
 from govindex.core.errors import TransientError
 
@@ -16,21 +17,29 @@ class AsyncKafkaPublisher:
     """Implements EventPublisher. Sends never block the event loop: a large push of
     thousands of events is sent as a batch and acknowledged together."""
 
-    def __init__(self, bootstrap: str, *, client_id: str = "govindex") -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        security: KafkaSecurity = PLAINTEXT,
+        *,
+        client_id: str = "govindex",
+    ) -> None:
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap,
             acks="all",
             client_id=client_id,
             max_request_size=8 * 1024 * 1024,
             linger_ms=5,
+            **aiokafka_options(security),
         )
 
     async def start(self) -> None:
         try:
             await self._producer.start()
-        except KafkaError as exc:
+        except (KafkaError, KeyError) as exc:
+            # aiokafka lets a SCRAM refusal (`e=unknown-user`) out as KeyError('v').
             await self._producer.stop()
-            raise TransientError(f"cannot reach Kafka: {exc}") from exc
+            raise TransientError(f"cannot reach Kafka: {exc!r}") from exc
 
     async def stop(self) -> None:
         await self._producer.stop()

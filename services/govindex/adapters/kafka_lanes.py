@@ -28,6 +28,7 @@ import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import IllegalStateError, KafkaError
 
+from govindex.adapters.kafka_security import PLAINTEXT, KafkaSecurity, aiokafka_options
 from govindex.core.envelope import Delivery
 from govindex.core.errors import TransientError
 
@@ -70,6 +71,7 @@ class PartitionLanes:
         on_batch: OnBatch,
         policy: LanePolicy,
         rewind: bool = False,
+        security: KafkaSecurity = PLAINTEXT,
     ) -> None:
         """`rewind`: read the first partitions assigned from their beginning, whatever the
         group committed (after the broker lost its log: see `RewindOnce`)."""
@@ -88,6 +90,7 @@ class PartitionLanes:
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             max_partition_fetch_bytes=max(policy.max_bytes, 1024 * 1024),
+            **aiokafka_options(security),
         )
 
     @property

@@ -6,6 +6,7 @@ from __future__ import annotations
 import structlog
 
 from govindex.adapters.kafka import ensure_topics
+from govindex.adapters.kafka_security import KafkaSecurity
 from govindex.adapters.opensearch import rebuild
 from govindex.adapters.postgres.pool import migrate
 from govindex.core.settings import Settings
@@ -17,7 +18,12 @@ log = structlog.get_logger(__name__)
 async def prepare_servers(settings: Settings) -> None:
     """Topics and migrations: what must exist before a Runtime can be used."""
     servers = settings.servers()
-    created = ensure_topics(servers.kafka_bootstrap, settings.topics.all(), settings.partitions)
+    created = ensure_topics(
+        servers.kafka_bootstrap,
+        settings.topics.all(),
+        settings.partitions,
+        KafkaSecurity.from_settings(settings),
+    )
     if created:
         log.info("kafka.topics_created", topics=created)
     await migrate(servers.pg_dsn)
@@ -34,7 +40,9 @@ async def prepare(settings: Settings) -> int:
         # A broker that lost its log lost the CDC topics too: subscribing needs them back.
         cdc_topics = [m.cdc.topic for m in await rt.registry.cdc_sources() if m.cdc]
         if cdc_topics:
-            ensure_topics(rt.servers.kafka_bootstrap, cdc_topics, settings.partitions)
+            ensure_topics(
+                rt.servers.kafka_bootstrap, cdc_topics, settings.partitions, rt.kafka_security
+            )
         await rt.index.ensure_template()
         embedder = rt.embedder
         if embedder is not None:  # its vector generation and HNSW index (live if the first)

@@ -44,7 +44,7 @@ def _filter(args: dict[str, Any]) -> Filter:
 
 def _letters(rt: Runtime, start: dict[int, int] | None = None) -> Iterator[DeadLetter]:
     topic = rt.settings.topics.dead_letters
-    with TopicScanner(rt.servers.kafka_bootstrap) as scanner:
+    with TopicScanner(rt.servers.kafka_bootstrap, rt.kafka_security) as scanner:
         first, end = scanner.bounds(topic)
         for record in scanner.read(topic, start or first, end):
             yield DeadLetter.of(record)
@@ -71,7 +71,7 @@ async def show_letter(rt: Runtime, partition: int, offset: int) -> Listed:
     topic = rt.settings.topics.dead_letters
 
     def read() -> DeadLetter | None:
-        with TopicScanner(rt.servers.kafka_bootstrap) as scanner:
+        with TopicScanner(rt.servers.kafka_bootstrap, rt.kafka_security) as scanner:
             first, end = scanner.bounds(topic)
             if partition not in end or not first[partition] <= offset < end[partition]:
                 return None
@@ -172,7 +172,7 @@ def _scope(
 ) -> tuple[dict[str, int], dict[str, int], int]:
     """(first offsets, end offsets, how many dead letters the job covers)."""
     topic = rt.settings.topics.dead_letters
-    with TopicScanner(rt.servers.kafka_bootstrap) as scanner:
+    with TopicScanner(rt.servers.kafka_bootstrap, rt.kafka_security) as scanner:
         first, end = scanner.bounds(topic)
         total = sum(1 for r in scanner.read(topic, first, end) if flt.admits(DeadLetter.of(r)))
     if limit is not None:
@@ -183,7 +183,7 @@ def _scope(
 def _letters_between(
     rt: Runtime, start: dict[int, int], end: dict[int, int]
 ) -> Generator[DeadLetter, None, None]:
-    with TopicScanner(rt.servers.kafka_bootstrap) as scanner:
+    with TopicScanner(rt.servers.kafka_bootstrap, rt.kafka_security) as scanner:
         for record in scanner.read(rt.settings.topics.dead_letters, dict(start), end):
             yield DeadLetter.of(record)
 

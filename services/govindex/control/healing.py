@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping
 import structlog
 
 from govindex.adapters.kafka import TopicKeeper, TopicState
+from govindex.adapters.kafka_security import PLAINTEXT, KafkaSecurity
 from govindex.core.jobs import SELF_HEAL, JobState
 from govindex.runtime.composition import Runtime
 
@@ -29,8 +30,8 @@ log = structlog.get_logger(__name__)
 class TopicHealer:
     """Remembers the topics' ids between checks, to see a broker that lost its log."""
 
-    def __init__(self, bootstrap: str) -> None:
-        self._keeper = TopicKeeper(bootstrap)
+    def __init__(self, bootstrap: str, security: KafkaSecurity = PLAINTEXT) -> None:
+        self._keeper = TopicKeeper(bootstrap, security)
         self._ids: dict[str, str | None] = {}
 
     async def check(self, wanted: Mapping[str, int]) -> list[str]:
@@ -99,7 +100,7 @@ async def heal_forever(
     on_topics_lost: Callable[[list[str]], Awaitable[None]],
 ) -> None:
     """Check and repair every `every_s` until `stopped` says so; failures are retried."""
-    topics = TopicHealer(rt.servers.kafka_bootstrap)
+    topics = TopicHealer(rt.servers.kafka_bootstrap, rt.kafka_security)
     try:
         while await stopped(every_s):
             try:

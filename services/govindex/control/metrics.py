@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import structlog
 
 from govindex.adapters.kafka import OffsetReader
+from govindex.adapters.kafka_security import PLAINTEXT, KafkaSecurity
 from govindex.adapters.postgres.inspect import PostgresGauges
 from govindex.core import metrics as m
 from govindex.core.settings import Consumers
@@ -37,11 +38,13 @@ def groups_of(rt: Runtime, kinds: Sequence[str]) -> list[tuple[str, str]]:
     return found
 
 
-def _lag(bootstrap: str, groups: list[tuple[str, str]]) -> list[tuple[str, str, int, int, float]]:
+def _lag(
+    bootstrap: str, groups: list[tuple[str, str]], security: KafkaSecurity = PLAINTEXT
+) -> list[tuple[str, str, int, int, float]]:
     """(group, topic, partition, records behind, seconds behind) for every partition."""
     now_ms = time.time() * 1000
     out = []
-    reader = OffsetReader(bootstrap)
+    reader = OffsetReader(bootstrap, security)
     try:
         for group, topic in groups:
             behind = {}
@@ -62,7 +65,7 @@ async def sample_forever(rt: Runtime, kinds: Sequence[str], stop: asyncio.Event)
     while not stop.is_set():
         try:
             for group, topic, partition, records, age in await asyncio.to_thread(
-                _lag, rt.servers.kafka_bootstrap, groups
+                _lag, rt.servers.kafka_bootstrap, groups, rt.kafka_security
             ):
                 m.LAG_RECORDS.labels(group, topic, str(partition)).set(records)
                 m.LAG_SECONDS.labels(group, topic, str(partition)).set(age)

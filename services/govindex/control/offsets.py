@@ -58,7 +58,7 @@ class PartitionOffsets:
 
 
 def _read(rt: Runtime, group: str, topic: str, only: int | None) -> list[PartitionOffsets]:
-    with GroupOffsets(rt.servers.kafka_bootstrap) as offsets:
+    with GroupOffsets(rt.servers.kafka_bootstrap, rt.kafka_security) as offsets:
         first, end = offsets.bounds(topic)
         committed = offsets.committed(group, topic)
     if only is not None and only not in end:
@@ -83,7 +83,7 @@ def _targets(rt: Runtime, args: dict[str, Any]) -> dict[int, tuple[int | None, i
     at: dict[int, int | None] = {}
     if "datetime" in to:
         ms = int(datetime.fromisoformat(to["datetime"]).timestamp() * 1000)
-        with GroupOffsets(rt.servers.kafka_bootstrap) as offsets:
+        with GroupOffsets(rt.servers.kafka_bootstrap, rt.kafka_security) as offsets:
             at = offsets.at_time(args["topic"], [r.partition for r in rows], ms)
     plan: dict[int, tuple[int | None, int]] = {}
     for r in rows:
@@ -115,7 +115,7 @@ async def live_consumers(rt: Runtime, group: str) -> list[str]:
                 reasons.append(f"{beat.runner} runs the {kind} worker unpaused")
 
     def members() -> int | None:
-        with GroupOffsets(rt.servers.kafka_bootstrap) as offsets:
+        with GroupOffsets(rt.servers.kafka_bootstrap, rt.kafka_security) as offsets:
             return offsets.members(group)
 
     count = await asyncio.to_thread(members)
@@ -154,7 +154,7 @@ async def run_reset(rt: Runtime, job: Job, progress: Progress) -> Job:
 
         def commit() -> dict[int, str]:
             targets = {p: t for p, (_, t) in plan.items()}
-            with GroupOffsets(rt.servers.kafka_bootstrap) as offsets:
+            with GroupOffsets(rt.servers.kafka_bootstrap, rt.kafka_security) as offsets:
                 refused = offsets.commit(args["group"], args["topic"], targets)
                 if refused and offsets.members(args["group"]) is None:
                     # The broker cannot say who is in the group and refuses an outside

@@ -54,7 +54,7 @@ def _ranges(rt: Runtime, since: str, until: str) -> Ranges:
     after `until` (the end offset when nothing is that late)."""
     found: Ranges = {}
     topics = rt.settings.topics
-    with TopicScanner(rt.servers.kafka_bootstrap) as scanner:
+    with TopicScanner(rt.servers.kafka_bootstrap, rt.kafka_security) as scanner:
         for topic in (topics.documents, topics.deletions):
             first, end = scanner.bounds(topic)
             start = scanner.at_time(topic, end, _ms(since))
@@ -71,7 +71,7 @@ def _or(value: int | None, default: int) -> int:
 
 
 def _records(rt: Runtime, ranges: Ranges) -> Generator[TopicRecord, None, None]:
-    with TopicScanner(rt.servers.kafka_bootstrap) as scanner:
+    with TopicScanner(rt.servers.kafka_bootstrap, rt.kafka_security) as scanner:
         for topic, bounds in ranges.items():
             start = {int(p): o for p, o in bounds["next"].items()}
             end = {int(p): o for p, o in bounds["end"].items()}

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from govindex.adapters.kafka import OffsetReader
-from govindex.adapters.opensearch import OpenSearchIndex
+from govindex.adapters.kafka_security import KafkaSecurity
+from govindex.adapters.opensearch import OpenSearchIndex, OpenSearchSecurity
 from govindex.adapters.postgres.inspect import postgres_summary
 from govindex.adapters.redis_cache import redis_version
 from govindex.core.settings import Consumers, Settings, read_stack_file, redact
@@ -77,7 +78,7 @@ def _healing_is_not_ok(report: dict[str, Any]) -> None:
 def _check_kafka(settings: Settings, report: dict[str, Any]) -> dict[str, Any]:
     assert settings.kafka_bootstrap
     try:
-        reader = OffsetReader(settings.kafka_bootstrap)
+        reader = OffsetReader(settings.kafka_bootstrap, KafkaSecurity.from_settings(settings))
     except Exception as exc:
         return {"address": settings.kafka_bootstrap, "ok": False, "error": str(exc)}
     try:
@@ -116,7 +117,11 @@ def _check_kafka(settings: Settings, report: dict[str, Any]) -> dict[str, Any]:
 
 async def _check_opensearch(settings: Settings) -> dict[str, Any]:
     assert settings.opensearch_url
-    index = OpenSearchIndex(settings.opensearch_url, settings.index_alias)
+    index = OpenSearchIndex(
+        settings.opensearch_url,
+        settings.index_alias,
+        security=OpenSearchSecurity.from_settings(settings),
+    )
     try:
         generation = await index.live_generation()
         count = await index.count()

@@ -180,6 +180,7 @@ class Workers:
             consumers.append(
                 PartitionLanes(
                     self.rt.servers.kafka_bootstrap,
+                    security=self.rt.kafka_security,
                     topic=sub.topic,
                     group_id=sub.group,
                     client_id=f"govindex-{sub.name}",
@@ -205,7 +206,9 @@ class Workers:
         self, sub: Subscription, publisher: EventPublisher, *, rewind: bool = False
     ) -> Broker:
         """An event-at-a-time consumer of its own (started by the caller)."""
-        broker = new_broker(self.rt.servers.kafka_bootstrap, f"govindex-{sub.name}")
+        broker = new_broker(
+            self.rt.servers.kafka_bootstrap, f"govindex-{sub.name}", self.rt.kafka_security
+        )
         on_delivery = processor(
             sub.handle,
             consumer=sub.consumer,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -394,6 +394,114 @@ class Settings(BaseSettings):
         description="Packs kept under an Idempotency-Key are served by GET /v1/packs/{id} "
         "and answer retries for this many days; `govindex retention` deletes them after.",
     )
+    pg_pool_size: int = Field(
+        default=8,
+        ge=1,
+        le=1000,
+        description="Most PostgreSQL connections one process's pool holds (each worker "
+        "process, each read API listener). Size it so that every process's pool fits the "
+        "server's max_connections (docs/deploying/production.md).",
+    )
+    pg_pool_min: int = Field(
+        default=1,
+        ge=0,
+        le=1000,
+        description="PostgreSQL connections a pool keeps open while idle (at most "
+        "GOVINDEX_PG_POOL_SIZE).",
+    )
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        default="PLAINTEXT",
+        description="How every Kafka client (consumers, lanes, producers, admin, offsets) "
+        "reaches the brokers: PLAINTEXT, SSL (TLS), SASL_PLAINTEXT or SASL_SSL (SASL over "
+        "TLS: what managed Kafka services ask for).",
+    )
+    kafka_sasl_mechanism: (
+        Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] | None
+    ) = Field(
+        default=None,
+        description="The SASL mechanism of SASL_PLAINTEXT and SASL_SSL (required there): "
+        "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (with GOVINDEX_KAFKA_SASL_USERNAME and "
+        "GOVINDEX_KAFKA_SASL_PASSWORD), or OAUTHBEARER (with "
+        "GOVINDEX_KAFKA_SASL_OAUTH_TOKEN_FILE).",
+    )
+    kafka_sasl_username: str | None = Field(
+        default=None, description="The SASL user of PLAIN and SCRAM-SHA-256/512."
+    )
+    kafka_sasl_password: SecretStr | None = Field(
+        default=None,
+        description="The SASL password of PLAIN and SCRAM-SHA-256/512; never logged or shown.",
+    )
+    kafka_sasl_oauth_token_file: Path | None = Field(
+        default=None,
+        description="OAUTHBEARER: a file holding the bearer token, read again each time a "
+        "client needs a token (a new connection, a re-authentication), so a token the "
+        "platform rotates in place is picked up without a restart: how Kubernetes projects "
+        "service-account tokens (a projected volume) and how workload identity hands them "
+        "out. The file holds the token only.",
+    )
+    kafka_ssl_cafile: Path | None = Field(
+        default=None,
+        description="SSL and SASL_SSL: the CA certificates (PEM) that verify the brokers; "
+        "not set, the system's CAs do (enough for a managed Kafka with a public CA).",
+    )
+    kafka_ssl_certfile: Path | None = Field(
+        default=None,
+        description="SSL and SASL_SSL: the client certificate (PEM) for brokers that ask "
+        "for one (mutual TLS); needs GOVINDEX_KAFKA_SSL_KEYFILE.",
+    )
+    kafka_ssl_keyfile: Path | None = Field(
+        default=None, description="The private key (PEM) of GOVINDEX_KAFKA_SSL_CERTFILE."
+    )
+    kafka_ssl_key_password: SecretStr | None = Field(
+        default=None,
+        description="The password of an encrypted GOVINDEX_KAFKA_SSL_KEYFILE; never logged.",
+    )
+    kafka_ssl_check_hostname: bool = Field(
+        default=True,
+        description="SSL and SASL_SSL: the broker's certificate must name the host "
+        "connected to. Turning it off still verifies the certificate against the CAs.",
+    )
+    opensearch_username: str | None = Field(
+        default=None,
+        description="OpenSearch basic auth user; with GOVINDEX_OPENSEARCH_PASSWORD it "
+        "replaces a user and password written in GOVINDEX_OPENSEARCH_URL.",
+    )
+    opensearch_password: SecretStr | None = Field(
+        default=None, description="OpenSearch basic auth password; never logged or shown."
+    )
+    opensearch_ca_file: Path | None = Field(
+        default=None,
+        description="The CA certificates (PEM) that verify an https GOVINDEX_OPENSEARCH_URL; "
+        "not set, the system's CAs (certifi's when installed) do.",
+    )
+    opensearch_client_cert: Path | None = Field(
+        default=None,
+        description="A client certificate (PEM) for an OpenSearch that asks for one "
+        "(mutual TLS); needs GOVINDEX_OPENSEARCH_CLIENT_KEY.",
+    )
+    opensearch_client_key: Path | None = Field(
+        default=None, description="The private key (PEM) of GOVINDEX_OPENSEARCH_CLIENT_CERT."
+    )
+    opensearch_verify_certs: bool = Field(
+        default=True,
+        description="Verify OpenSearch's certificate (and host name). Turn it off only to "
+        "diagnose: the connection is then open to anyone in the middle.",
+    )
+    opensearch_aws_sigv4: bool = Field(
+        default=False,
+        description="Sign every OpenSearch request with AWS SigV4 (Amazon OpenSearch "
+        "Service or Serverless) using botocore's credential chain (environment, profile, "
+        "web identity (IRSA), instance role): `pip install 'govindex[aws]'`. Needs "
+        "GOVINDEX_OPENSEARCH_AWS_REGION; excludes basic auth.",
+    )
+    opensearch_aws_region: str | None = Field(
+        default=None, description="The AWS region SigV4 signs for, e.g. eu-west-1."
+    )
+    opensearch_aws_service: Literal["es", "aoss"] = Field(
+        default="es",
+        description="The service SigV4 signs for: `es` (OpenSearch Service domains) or "
+        "`aoss` (OpenSearch Serverless collections).",
+    )
 
     @field_validator("tokenizer")
     @classmethod
@@ -431,6 +539,23 @@ class Settings(BaseSettings):
             GraphTemplates.of(self.graph_templates, self.graph_default_templates)
         except ValueError as exc:
             raise ValueError(f"GOVINDEX_GRAPH_DEFAULT_TEMPLATES is refused: {exc}") from None
+        return self
+
+    @model_validator(mode="after")
+    def _pool_bounds(self) -> Settings:
+        if self.pg_pool_min > self.pg_pool_size:
+            raise ValueError(
+                f"GOVINDEX_PG_POOL_MIN={self.pg_pool_min} is more than "
+                f"GOVINDEX_PG_POOL_SIZE={self.pg_pool_size}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _usable_security(self) -> Settings:
+        # Refused when the process starts, naming the setting, not at the first connection.
+        problems = [*_kafka_security_problems(self), *_opensearch_security_problems(self)]
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     @property
@@ -495,6 +620,78 @@ class Settings(BaseSettings):
             opensearch_url=s.opensearch_url,
             redis_url=s.redis_url,
         )
+
+
+def _missing_files(settings: Settings, names: tuple[str, ...]) -> list[str]:
+    problems = []
+    for name in names:
+        path: Path | None = getattr(settings, name)
+        if path is not None and not path.is_file():
+            problems.append(f"GOVINDEX_{name.upper()}={str(path)!r} is not a readable file")
+    return problems
+
+
+def _kafka_security_problems(s: Settings) -> list[str]:
+    problems = []
+    sasl = s.kafka_security_protocol.startswith("SASL_")
+    if sasl and s.kafka_sasl_mechanism is None:
+        problems.append(
+            f"GOVINDEX_KAFKA_SECURITY_PROTOCOL={s.kafka_security_protocol} needs "
+            "GOVINDEX_KAFKA_SASL_MECHANISM (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)"
+        )
+    if not sasl and s.kafka_sasl_mechanism is not None:
+        problems.append(
+            f"GOVINDEX_KAFKA_SASL_MECHANISM={s.kafka_sasl_mechanism} is set but "
+            f"GOVINDEX_KAFKA_SECURITY_PROTOCOL={s.kafka_security_protocol} uses no SASL "
+            "(SASL_SSL or SASL_PLAINTEXT)"
+        )
+    mechanism = s.kafka_sasl_mechanism if sasl else None
+    if mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512") and not (
+        s.kafka_sasl_username and s.kafka_sasl_password
+    ):
+        problems.append(
+            f"GOVINDEX_KAFKA_SASL_MECHANISM={mechanism} needs GOVINDEX_KAFKA_SASL_USERNAME "
+            "and GOVINDEX_KAFKA_SASL_PASSWORD"
+        )
+    if mechanism == "OAUTHBEARER" and s.kafka_sasl_oauth_token_file is None:
+        problems.append(
+            "GOVINDEX_KAFKA_SASL_MECHANISM=OAUTHBEARER needs GOVINDEX_KAFKA_SASL_OAUTH_TOKEN_FILE"
+        )
+    if (s.kafka_ssl_certfile is None) != (s.kafka_ssl_keyfile is None):
+        problems.append(
+            "GOVINDEX_KAFKA_SSL_CERTFILE and GOVINDEX_KAFKA_SSL_KEYFILE go together (a client "
+            "certificate and its key)"
+        )
+    return problems + _missing_files(
+        s,
+        (
+            "kafka_sasl_oauth_token_file",
+            "kafka_ssl_cafile",
+            "kafka_ssl_certfile",
+            "kafka_ssl_keyfile",
+        ),
+    )
+
+
+def _opensearch_security_problems(s: Settings) -> list[str]:
+    problems = []
+    if (s.opensearch_username is None) != (s.opensearch_password is None):
+        problems.append("GOVINDEX_OPENSEARCH_USERNAME and GOVINDEX_OPENSEARCH_PASSWORD go together")
+    if (s.opensearch_client_cert is None) != (s.opensearch_client_key is None):
+        problems.append(
+            "GOVINDEX_OPENSEARCH_CLIENT_CERT and GOVINDEX_OPENSEARCH_CLIENT_KEY go together "
+            "(a client certificate and its key)"
+        )
+    if s.opensearch_aws_sigv4 and not s.opensearch_aws_region:
+        problems.append("GOVINDEX_OPENSEARCH_AWS_SIGV4 needs GOVINDEX_OPENSEARCH_AWS_REGION")
+    if s.opensearch_aws_sigv4 and s.opensearch_username is not None:
+        problems.append(
+            "GOVINDEX_OPENSEARCH_AWS_SIGV4 and GOVINDEX_OPENSEARCH_USERNAME exclude each other "
+            "(a request is signed or carries basic auth, not both)"
+        )
+    return problems + _missing_files(
+        s, ("opensearch_ca_file", "opensearch_client_cert", "opensearch_client_key")
+    )
 
 
 def read_stack_file(state_dir: Path) -> dict[str, Any] | None:

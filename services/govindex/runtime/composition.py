@@ -24,7 +24,8 @@ from govindex.adapters.embedders import (
     parse_embedder,
 )
 from govindex.adapters.kafka_async import AsyncKafkaPublisher
-from govindex.adapters.opensearch import BulkPolicy, OpenSearchIndex
+from govindex.adapters.kafka_security import KafkaSecurity
+from govindex.adapters.opensearch import BulkPolicy, OpenSearchIndex, OpenSearchSecurity
 from govindex.adapters.postgres.audit import PostgresReadAudit
 from govindex.adapters.postgres.controls import PostgresControls
 from govindex.adapters.postgres.deliveries import PostgresDeliveries
@@ -93,13 +94,23 @@ class Runtime:
     tokens: TokenEstimator
 
     def __init__(
-        self, settings: Settings, *, pool_size: int = 8, index: ProjectionIndex | None = None
+        self,
+        settings: Settings,
+        *,
+        pool_size: int | None = None,
+        index: ProjectionIndex | None = None,
     ) -> None:
         """`index`: another Runtime's, shared (and left open on exit) so that one process
-        has one OpenSearch client, one set of bulk slots, one purge-first gate."""
+        has one OpenSearch client, one set of bulk slots, one purge-first gate.
+        `pool_size`: the most Postgres connections (default GOVINDEX_PG_POOL_SIZE)."""
         self.settings = settings.require_servers()
         self.servers: Servers = self.settings.servers()
-        self._pool_size = pool_size
+        # TLS and SASL of every Kafka client, the credentials and CAs of OpenSearch: built
+        # once, handed to every client this process builds.
+        self.kafka_security = KafkaSecurity.from_settings(self.settings)
+        self.opensearch_security = OpenSearchSecurity.from_settings(self.settings)
+        self._pool_size = self.settings.pg_pool_size if pool_size is None else pool_size
+        self._pool_min = min(self.settings.pg_pool_min, self._pool_size)
         self._owns_index = index is None
         if index is not None:
             self.__dict__["index"] = index
@@ -116,7 +127,7 @@ class Runtime:
             ) from None
 
     async def __aenter__(self) -> Runtime:
-        pool = open_pool(self.servers.pg_dsn, max_size=self._pool_size)
+        pool = open_pool(self.servers.pg_dsn, min_size=self._pool_min, max_size=self._pool_size)
         try:
             await pool.open(wait=True, timeout=15)
         except Exception as exc:  # psycopg_pool raises PoolTimeout with the cause inside
@@ -168,7 +179,9 @@ class Runtime:
     def index(self) -> ProjectionIndex:
         s = self.settings
         bulk = BulkPolicy(s.bulk_max_chunks, s.bulk_max_bytes, s.bulk_concurrency, s.bulk_timeout_s)
-        return OpenSearchIndex(self.servers.opensearch_url, s.index_alias, bulk=bulk)
+        return OpenSearchIndex(
+            self.servers.opensearch_url, s.index_alias, bulk=bulk, security=self.opensearch_security
+        )
 
     @cached_property
     def cache(self) -> AnswerCacheStore | None:
@@ -221,7 +234,7 @@ class Runtime:
     async def publisher(self) -> AsyncKafkaPublisher:
         """The one async producer of this process, started on first use."""
         if self._publisher is None:
-            publisher = AsyncKafkaPublisher(self.servers.kafka_bootstrap)
+            publisher = AsyncKafkaPublisher(self.servers.kafka_bootstrap, self.kafka_security)
             await publisher.start()
             self._publisher = publisher
         return self._publisher

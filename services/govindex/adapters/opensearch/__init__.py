@@ -11,7 +11,8 @@ generations, alias, and the assembled `OpenSearchIndex`).
 from __future__ import annotations
 
 from govindex.adapters.opensearch.bulk import BulkPolicy
+from govindex.adapters.opensearch.client import OpenSearchSecurity
 from govindex.adapters.opensearch.index import OpenSearchIndex, rebuild
 from govindex.adapters.opensearch.mapping import MAPPING
 
-__all__ = ["MAPPING", "BulkPolicy", "OpenSearchIndex", "rebuild"]
+__all__ = ["MAPPING", "BulkPolicy", "OpenSearchIndex", "OpenSearchSecurity", "rebuild"]

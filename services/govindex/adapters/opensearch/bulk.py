@@ -9,7 +9,12 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from govindex.adapters.opensearch.client import Connection, translate
+from govindex.adapters.opensearch.client import (
+    NO_SECURITY,
+    Connection,
+    OpenSearchSecurity,
+    translate,
+)
 from govindex.core import metrics
 from govindex.core.errors import PermanentError, TransientError
 from govindex.core.ports import BulkResult
@@ -41,8 +46,15 @@ def in_generation(chunks: Sequence[Chunk], generation: int) -> list[Chunk]:
 class BulkWriter(Connection):
     """The projection's writes (SearchIndex), held back while a purge goes first."""
 
-    def __init__(self, url: str, alias: str, *, bulk: BulkPolicy | None = None) -> None:
-        super().__init__(url, alias)
+    def __init__(
+        self,
+        url: str,
+        alias: str,
+        *,
+        bulk: BulkPolicy | None = None,
+        security: OpenSearchSecurity = NO_SECURITY,
+    ) -> None:
+        super().__init__(url, alias, security=security)
         self._bulk = bulk or BulkPolicy()
         self._bulk_slots = asyncio.Semaphore(self._bulk.concurrency)
         self._purging = 0

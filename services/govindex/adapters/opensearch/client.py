@@ -3,10 +3,111 @@ translated at the boundary."""
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal
+from urllib.parse import urlsplit, urlunsplit
+
 from opensearchpy import AsyncOpenSearch
 from opensearchpy import exceptions as os_exc
 
-from govindex.core.errors import PermanentError, TransientError
+from govindex.core.errors import GovindexError, PermanentError, TransientError
+
+if TYPE_CHECKING:
+    from govindex.core.settings import Settings
+
+
+class MissingAwsExtra(GovindexError):
+    """SigV4 asked for without botocore installed."""
+
+
+@dataclass(frozen=True)
+class OpenSearchSecurity:
+    """How the client proves itself and checks the server (GOVINDEX_OPENSEARCH_*): basic
+    auth (replacing a URL's user and password), a CA bundle, a client certificate,
+    certificate verification, or AWS SigV4 (signed with botocore's credentials)."""
+
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    ca_file: Path | None = None
+    client_cert: Path | None = None
+    client_key: Path | None = None
+    verify_certs: bool = True
+    aws_sigv4: bool = False
+    aws_region: str | None = None
+    aws_service: Literal["es", "aoss"] = "es"
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> OpenSearchSecurity:
+        s = settings
+        return cls(
+            username=s.opensearch_username,
+            password=(
+                None if s.opensearch_password is None else s.opensearch_password.get_secret_value()
+            ),
+            ca_file=s.opensearch_ca_file,
+            client_cert=s.opensearch_client_cert,
+            client_key=s.opensearch_client_key,
+            verify_certs=s.opensearch_verify_certs,
+            aws_sigv4=s.opensearch_aws_sigv4,
+            aws_region=s.opensearch_aws_region,
+            aws_service=s.opensearch_aws_service,
+        )
+
+
+NO_SECURITY: Final = OpenSearchSecurity()
+
+
+def sigv4_auth(region: str, service: str) -> Any:
+    """opensearch-py's async SigV4 signer over botocore's credential chain."""
+    try:  # the optional extra `aws`; imported by name, as it may be absent
+        session = importlib.import_module("botocore.session")
+    except ImportError:
+        raise MissingAwsExtra(
+            "GOVINDEX_OPENSEARCH_AWS_SIGV4 needs botocore: pip install 'govindex[aws]'"
+        ) from None
+    from opensearchpy import AWSV4SignerAsyncAuth
+
+    credentials = session.Session().get_credentials()
+    if credentials is None:
+        raise MissingAwsExtra(
+            "GOVINDEX_OPENSEARCH_AWS_SIGV4: botocore found no AWS credentials (environment, "
+            "profile, web identity or instance role)"
+        )
+    return AWSV4SignerAsyncAuth(credentials, region, service)
+
+
+def client_options(url: str, security: OpenSearchSecurity) -> tuple[str, dict[str, Any]]:
+    """The host URL and keyword arguments `AsyncOpenSearch` is built with. A URL's own
+    user and password are dropped when basic auth or SigV4 comes from settings (opensearch-py
+    would let the URL's win)."""
+    options: dict[str, Any] = {"verify_certs": security.verify_certs}
+    if not security.verify_certs:
+        options["ssl_show_warn"] = False  # the operator's choice, said in the settings
+    if security.ca_file is not None:
+        options["ca_certs"] = str(security.ca_file)
+    if security.client_cert is not None:
+        options["client_cert"] = str(security.client_cert)
+    if security.client_key is not None:
+        options["client_key"] = str(security.client_key)
+    if security.aws_sigv4:
+        assert security.aws_region  # Settings refuse SigV4 without a region
+        options["http_auth"] = sigv4_auth(security.aws_region, security.aws_service)
+    elif security.username is not None:
+        options["http_auth"] = (security.username, security.password or "")
+    if "http_auth" in options:
+        parts = urlsplit(url)
+        if parts.username is not None:
+            host = parts.netloc.rpartition("@")[2]
+            url = urlunsplit(parts._replace(netloc=host))
+    return url, options
+
+
+def new_client(url: str, security: OpenSearchSecurity = NO_SECURITY) -> AsyncOpenSearch:
+    """Every OpenSearch client of govindex is built here."""
+    host, options = client_options(url, security)
+    return AsyncOpenSearch(hosts=[host], timeout=30, max_retries=0, **options)
 
 
 def translate(exc: Exception, what: str) -> Exception:
@@ -24,8 +125,8 @@ def translate(exc: Exception, what: str) -> Exception:
 class Connection:
     """A client for one alias and its generations, `{alias}-gNNNN`, live or retired."""
 
-    def __init__(self, url: str, alias: str) -> None:
-        self._client = AsyncOpenSearch(hosts=[url], timeout=30, max_retries=0)
+    def __init__(self, url: str, alias: str, *, security: OpenSearchSecurity = NO_SECURITY) -> None:
+        self._client = new_client(url, security)
         self.alias = alias
 
     @property

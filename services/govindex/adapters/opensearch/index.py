@@ -10,7 +10,7 @@ import structlog
 from opensearchpy import exceptions as os_exc
 
 from govindex.adapters.opensearch.bulk import BulkPolicy, BulkWriter, in_generation
-from govindex.adapters.opensearch.client import translate
+from govindex.adapters.opensearch.client import NO_SECURITY, OpenSearchSecurity, translate
 from govindex.adapters.opensearch.mapping import MAPPING
 from govindex.adapters.opensearch.purge import PurgeQueries
 from govindex.adapters.opensearch.search import CandidateSearch
@@ -34,8 +34,9 @@ class OpenSearchIndex(BulkWriter, PurgeQueries, CandidateSearch):
         *,
         refresh_interval: str = "1s",
         bulk: BulkPolicy | None = None,
+        security: OpenSearchSecurity = NO_SECURITY,
     ) -> None:
-        super().__init__(url, alias, bulk=bulk)
+        super().__init__(url, alias, bulk=bulk, security=security)
         self._refresh_interval = refresh_interval
 
     async def ensure_template(self) -> None:
