@@ -311,3 +311,14 @@ def test_a_parser_that_crashes_dead_letters_the_document_instead_of_retrying_it(
     assert ParserFailed.reason == "parser_failed"
     with pytest.raises(InvalidFrontmatter):  # permanent errors of a parser pass as they are
         parse(PARSERS["markdown"], BOMB.join(["---\n", "---\n# A\n"]))
+
+
+def test_a_control_character_is_named_with_its_line_not_the_stream() -> None:
+    """PyYAML names the stream `<unicode string>` and a character position; the refusal
+    says the character and the line a person can go to."""
+    with pytest.raises(yamlsafe.YamlRefused) as refused:
+        yamlsafe.load("a: 1\nb: \x07bell\n")
+    assert str(refused.value) == (
+        "unacceptable #x0007 at column 4: control characters are not allowed (line 2)"
+    )
+    assert refused.value.line == 2

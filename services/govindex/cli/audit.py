@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 import json
 from datetime import datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from govindex.cli.common import (
+    AUDIT_ENDPOINTS,
+    AUDIT_LIST_MAX,
     DEFAULT_DIR,
     JsonLines,
     LogLevel,
@@ -21,8 +23,10 @@ from govindex.cli.common import (
     when,
     with_runtime,
 )
-from govindex.core.ports import AUDIT_ENDPOINTS, AUDIT_LIST_MAX, AuditRow
-from govindex.runtime.composition import Runtime
+
+if TYPE_CHECKING:
+    from govindex.core.ports import AuditRow
+    from govindex.runtime.composition import Runtime
 
 _SHOWN_PRINCIPALS = 60  # characters of the principals column before it is cut
 
@@ -42,12 +46,16 @@ def audit_command(
     ] = None,
     principal: Annotated[
         str | None,
-        typer.Option("--principal", metavar="P", help="Only reads whose subject held principal P."),
+        typer.Option(
+            "--principal", metavar="PRINCIPAL", help="Only reads whose subject held principal P."
+        ),
     ] = None,
     endpoint: Annotated[
         str | None,
         typer.Option(
-            "--endpoint", metavar="E", help=f"Only this endpoint: {', '.join(AUDIT_ENDPOINTS)}."
+            "--endpoint",
+            metavar="ENDPOINT",
+            help=f"Only this endpoint: {', '.join(AUDIT_ENDPOINTS)}.",
         ),
     ] = None,
     since: Annotated[

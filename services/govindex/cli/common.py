@@ -1,4 +1,9 @@
-"""What every command shares: the common options, settings, the Runtime, output helpers."""
+"""What every command shares: the common options, settings, the Runtime, output helpers.
+
+Nothing here (nor at the top of any command module) imports a driver, a service or the
+composition root: `govindex --help` builds every command from its signature and docstring,
+and a command imports what it runs when it runs (docs/reference/cli.md).
+"""
 
 from __future__ import annotations
 
@@ -8,17 +13,18 @@ import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from govindex.core.logs import configure_logging
 from govindex.core.paths import PatternError, check_patterns
-from govindex.core.settings import DEFAULT_STATE_DIR, Settings
-from govindex.runtime.composition import Runtime
+
+if TYPE_CHECKING:
+    from govindex.core.settings import Settings
+    from govindex.runtime.composition import Runtime
 
 T = TypeVar("T")
 
@@ -31,19 +37,76 @@ console = Console(
 )
 err = Console(stderr=True, highlight=False, markup=False)
 
+# `govindex --help` groups its commands in these panels, in this order.
+GETTING_STARTED = "Getting started"
+SOURCES = "Sources & ingest"
+SEARCH = "Search & packs"
+INSPECTION = "Inspection"
+JOBS = "Jobs"
+OPERATIONS = "Operations"
+# Every command's --state-dir and --log-level, apart from its own options.
+COMMON_OPTIONS = "Common options"
+
+
+def plain(metavar: str, kind: type = str) -> Any:
+    """A parameter type that shows only its metavar in help (`FILE`, not `FILE <path>` or
+    `<str>`); the annotation still converts the value (a Path stays a Path).
+
+    Built from the type of whichever click this Typer uses (it vendors its own)."""
+    base = type(
+        typer.main.get_click_type(annotation=kind, parameter_info=typer.models.ArgumentInfo())
+    )
+
+    def get_metavar(self: Any, *args: Any, **kwargs: Any) -> str:
+        return ""
+
+    return type(f"Plain{base.__name__}", (base,), {"get_metavar": get_metavar})()
+
+
+def argument(metavar: str, help: str, *, kind: type = str, **more: Any) -> Any:
+    """A positional argument shown as METAVAR, with no type beside it."""
+    return typer.Argument(metavar=metavar, click_type=plain(metavar, kind), help=help, **more)
+
+
+# Values of the core that option defaults and help texts name. Importing them would cost
+# every `--help` the pydantic models around them (a second and more), so they are repeated
+# here; tests/unit/test_cli_first_hour.py keeps each equal to its source.
+DEFAULT_STATE_DIR = Path(".govindex")  # govindex.core.settings.DEFAULT_STATE_DIR
+CHANNELS = ("bm25", "fulltext", "structured", "graph", "dense")  # reader.models.CHANNELS
+AUDIT_ENDPOINTS = (  # govindex.core.ports.AUDIT_ENDPOINTS
+    "search",
+    "pack",
+    "chunk",
+    "verify",
+    "lineage",
+    "stored_pack",
+    "relations",
+)
+AUDIT_LIST_MAX = 1000  # govindex.core.ports.AUDIT_LIST_MAX
+EVENT_KINDS = ("created", "updated", "deleted")  # govindex.core.replays.TYPES
+MAX_REDRIVES = 3  # govindex.core.deadletters.MAX_REDRIVES
+
 StateDir = Annotated[
     Path,
     typer.Option(
         "--state-dir",
+        metavar="DIR",
         envvar="GOVINDEX_STATE_DIR",
         help="Where `govindex up` keeps Postgres data, logs and stack.json.",
         show_default=True,
+        rich_help_panel=COMMON_OPTIONS,
     ),
 ]
 LogLevel = Annotated[
-    str, typer.Option("--log-level", help="Log level: DEBUG, INFO, WARNING, ERROR.")
+    str,
+    typer.Option(
+        "--log-level",
+        metavar="LEVEL",
+        help="Log level: DEBUG, INFO, WARNING, ERROR. Libraries log at WARNING unless DEBUG.",
+        rich_help_panel=COMMON_OPTIONS,
+    ),
 ]
-SourceId = Annotated[str, typer.Option("--source", metavar="ID", help="Registered source id.")]
+SourceId = Annotated[str, typer.Option("--source", metavar="SOURCE", help="Registered source id.")]
 JsonLines = Annotated[bool, typer.Option("--json", help="Print JSON lines instead of a table.")]
 
 DEFAULT_DIR = Path(os.environ.get("GOVINDEX_STATE_DIR", DEFAULT_STATE_DIR))
@@ -55,6 +118,9 @@ class Failure(Exception):
 
 def setup(state_dir: Path, log_level: str, *, servers: bool = True) -> Settings:
     """Configure logs; settings from the environment, completed from stack.json."""
+    from govindex.core.logs import configure_logging
+    from govindex.core.settings import Settings
+
     configure_logging(level=log_level)
     settings = Settings(state_dir=state_dir)
     return settings.require_servers() if servers else settings
@@ -62,6 +128,7 @@ def setup(state_dir: Path, log_level: str, *, servers: bool = True) -> Settings:
 
 def with_runtime(settings: Settings, work: Callable[[Runtime], Awaitable[T]]) -> T:
     """Run `work` on a Runtime opened from settings, and close everything after."""
+    from govindex.runtime.composition import Runtime
 
     async def run() -> T:
         async with Runtime(settings) as rt:
@@ -75,6 +142,11 @@ def print_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
     for row in rows:
         table.add_row(*row)
     console.print(table)
+
+
+def hint(text: str) -> None:
+    """A hint for a person, on stderr: stdout stays what scripts read."""
+    err.print(f"hint: {text}", soft_wrap=True)
 
 
 def when(value: datetime | None) -> str:

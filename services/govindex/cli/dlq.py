@@ -5,15 +5,17 @@ from __future__ import annotations
 import contextlib
 import json
 from datetime import datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from govindex.cli.common import (
     DEFAULT_DIR,
+    MAX_REDRIVES,
     JsonLines,
     LogLevel,
     StateDir,
+    argument,
     aware_datetime,
     console,
     print_table,
@@ -22,9 +24,10 @@ from govindex.cli.common import (
     with_runtime,
 )
 from govindex.cli.jobs import Execute, Rate, report, run_job
-from govindex.control.dlq import Listed, list_letters, show_letter
-from govindex.control.job_requests import RedriveJob
-from govindex.core.deadletters import MAX_REDRIVES, Filter
+
+if TYPE_CHECKING:
+    from govindex.control.dlq import Listed
+    from govindex.core.deadletters import Filter
 
 app = typer.Typer(
     help="Dead letters: records a consumer could not apply, kept with the reason. List and "
@@ -35,10 +38,15 @@ app = typer.Typer(
 
 Reason = Annotated[
     str | None,
-    typer.Option("--reason", help="Only this reason, e.g. invalid_event, unknown_source."),
+    typer.Option(
+        "--reason", metavar="REASON", help="Only this reason, e.g. invalid_event, unknown_source."
+    ),
 ]
 Consumer = Annotated[
-    str | None, typer.Option("--consumer", help="Only those this consumer failed, e.g. indexer.")
+    str | None,
+    typer.Option(
+        "--consumer", metavar="CONSUMER", help="Only those this consumer failed, e.g. indexer."
+    ),
 ]
 Since = Annotated[
     datetime | None,
@@ -49,10 +57,12 @@ Since = Annotated[
         help="Only those dead-lettered at or after TIME (ISO 8601 with a zone).",
     ),
 ]
-Max = Annotated[int | None, typer.Option("--max", min=1, help="At most this many.")]
+Max = Annotated[int | None, typer.Option("--max", metavar="N", min=1, help="At most this many.")]
 
 
 def _flt(reason: str | None, consumer: str | None, since: datetime | None) -> Filter:
+    from govindex.core.deadletters import Filter
+
     return Filter(reason=reason, consumer=consumer, since=since)
 
 
@@ -84,9 +94,14 @@ def list_command(
 ) -> int:
     """Dead letters, oldest first, with why they failed and what a redrive did with them.
 
-    govindex dlq list
-    govindex dlq list --reason unknown_source --since 2025-03-01T00:00:00Z --json
+    Each dead letter's position (PARTITION:OFFSET, for `govindex dlq show`), when and by
+    which consumer it was dead-lettered, the reason, its redrives and the error.
+
+        govindex dlq list
+        govindex dlq list --reason unknown_source --since 2025-03-01T00:00:00Z --json
     """
+    from govindex.control.dlq import list_letters
+
     settings = setup(state_dir, log_level)
     found = with_runtime(
         settings, lambda rt: list_letters(rt, _flt(reason, consumer, since), max_ or 100)
@@ -104,13 +119,18 @@ def list_command(
 
 @app.command("show")
 def show_command(
-    position: Annotated[
-        str, typer.Argument(metavar="PARTITION:OFFSET", help="From `govindex dlq list`.")
-    ],
+    position: Annotated[str, argument("PARTITION:OFFSET", "From `govindex dlq list`.")],
     state_dir: StateDir = DEFAULT_DIR,
     log_level: LogLevel = "WARNING",
 ) -> int:
-    """One dead letter in full: every header, the key and the value."""
+    """One dead letter in full: every header, the key and the value.
+
+    Printed as JSON; the value is shown as JSON when it is JSON.
+
+        govindex dlq show 0:42
+    """
+    from govindex.control.dlq import show_letter
+
     try:
         partition, offset = (int(part) for part in position.split(":"))
     except ValueError:
@@ -151,6 +171,8 @@ def redrive_command(
         govindex dlq redrive --reason unknown_source
         govindex dlq redrive --reason unknown_source --rate 50 --execute
     """
+    from govindex.control.job_requests import RedriveJob
+
     settings = setup(state_dir, log_level)
     request = RedriveJob(
         kind="dlq-redrive", reason=reason, consumer=consumer, since=since, max=max_

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import Progress
 
 from govindex.cli.common import (
     DEFAULT_DIR,
@@ -19,34 +18,42 @@ from govindex.cli.common import (
     with_runtime,
 )
 from govindex.cli.jobs import Execute, Rate, report, run_job
-from govindex.control.admin import admin_openapi
-from govindex.control.job_requests import ReembedJob, ReindexJob
-from govindex.core.schemas import (
-    MODELS,
-    DocumentBuilder,
-    check_documents,
-    check_schemas,
-    write_documents,
-    write_schemas,
-)
-from govindex.runtime.composition import Runtime
-from indexer.app import reparse_documents
-from indexer.reparse import ReparseReport
-from ingest.app import registered
-from reader.models import READ_MODELS
-from reader.openapi import read_openapi
 
-ALL_MODELS = {**MODELS, **READ_MODELS}
-# The APIs' OpenAPI documents, built from the same models (core cannot import the APIs).
-OPENAPI_DOCUMENTS: dict[str, DocumentBuilder] = {
-    "openapi.read": read_openapi,
-    "openapi.admin": admin_openapi,
-}
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from govindex.core.schemas import DocumentBuilder
+    from govindex.runtime.composition import Runtime
+    from indexer.reparse import ReparseReport
+
+
+def schema_sources() -> tuple[dict[str, type[BaseModel]], dict[str, DocumentBuilder]]:
+    """Every model with a schema file, and the APIs' OpenAPI documents, built from the same
+    models (core cannot import the APIs)."""
+    from govindex.control.admin import admin_openapi
+    from govindex.core.schemas import MODELS
+    from reader.models import READ_MODELS
+    from reader.openapi import read_openapi
+
+    documents: dict[str, DocumentBuilder] = {
+        "openapi.read": read_openapi,
+        "openapi.admin": admin_openapi,
+    }
+    return {**MODELS, **READ_MODELS}, documents
+
+
+def __getattr__(name: str) -> object:
+    """`ALL_MODELS` and `OPENAPI_DOCUMENTS`, built when first asked for (PEP 562)."""
+    if name == "ALL_MODELS":
+        return schema_sources()[0]
+    if name == "OPENAPI_DOCUMENTS":
+        return schema_sources()[1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def reparse_command(
     source: Annotated[
-        str | None, typer.Option("--source", metavar="ID", help="Only this source.")
+        str | None, typer.Option("--source", metavar="SOURCE", help="Only this source.")
     ] = None,
     parser: Annotated[
         str | None,
@@ -65,6 +72,11 @@ def reparse_command(
         govindex reparse --source handbook
         govindex reparse --parser markdown
     """
+    from rich.progress import Progress
+
+    from indexer.app import reparse_documents
+    from ingest.app import registered
+
     settings = setup(state_dir, log_level)
 
     async def run(rt: Runtime) -> ReparseReport:
@@ -144,6 +156,8 @@ def reindex_command(
         raise typer.BadParameter("use one of --verify, --switch N and --no-switch")
     if generation is not None and not verify:
         raise typer.BadParameter("--generation goes with --verify", param_hint="--generation")
+    from govindex.control.job_requests import ReindexJob
+
     settings = setup(state_dir, log_level)
     if verify:
         request = ReindexJob(kind="reindex", mode="verify", generation=generation)
@@ -188,6 +202,8 @@ def reembed_command(
         govindex reembed                         # how many chunks lack the model's vector
         GOVINDEX_EMBEDDER_NEXT=model2vec:/models/m2v govindex reembed --rate 500 --execute
     """
+    from govindex.control.job_requests import ReembedJob
+
     settings = setup(state_dir, log_level)
     job = run_job(
         settings, ReembedJob(kind="reembed", switch=not no_switch), execute=execute, rate=rate
@@ -197,21 +213,33 @@ def reembed_command(
 
 def schemas_command(
     write: Annotated[bool, typer.Option("--write", help="Rewrite the schema files.")] = False,
-    folder: Annotated[Path, typer.Option("--dir", help="Where the schemas live.")] = Path(
-        "schemas"
-    ),
+    folder: Annotated[
+        Path, typer.Option("--dir", metavar="DIR", help="Where the schemas live.")
+    ] = Path("schemas"),
 ) -> int:
     """Check (or rewrite) the JSON Schemas in schemas/ against the pydantic models.
 
     Covers every event payload, the source manifest, the read API's requests,
-    responses and pack manifest, and the read and admin APIs' OpenAPI documents.
+    responses and pack manifest, and the read and admin APIs' OpenAPI documents. Run it
+    from the repository's root.
+
+        govindex schemas
+        govindex schemas --write
     """
+    from govindex.core.schemas import (
+        check_documents,
+        check_schemas,
+        write_documents,
+        write_schemas,
+    )
+
+    models, documents = schema_sources()
     if write:
-        written = write_schemas(folder, ALL_MODELS)
-        for path in written + write_documents(folder, OPENAPI_DOCUMENTS):
+        written = write_schemas(folder, models)
+        for path in written + write_documents(folder, documents):
             console.print(f"wrote {path}")
         return 0
-    drift = check_schemas(folder, ALL_MODELS) + check_documents(folder, OPENAPI_DOCUMENTS)
+    drift = check_schemas(folder, models) + check_documents(folder, documents)
     if drift:
         raise Failure(
             "schemas drifted from the models: "

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
 from govindex.cli.common import (
     DEFAULT_DIR,
+    Failure,
     LogLevel,
     SourceId,
     StateDir,
+    argument,
     check_globs,
     console,
     err,
@@ -22,18 +24,22 @@ from govindex.cli.common import (
     with_runtime,
 )
 from govindex.cli.jobs import Execute, Rate, report, run_job
-from govindex.control.job_requests import BackfillJob
-from ingest.app import Filters, GitCheckout, delete_one, reconcile_source, sync_source
-from ingest.handlers import IngestReport
 
-app = typer.Typer(help="Emit document events from a local git repository or a folder.")
+if TYPE_CHECKING:
+    from govindex.core.records import SourceManifest
+    from govindex.runtime.composition import Runtime
+    from ingest.handlers import IngestReport
+
+app = typer.Typer(
+    help="Emit document events from a local git repository or a folder.", no_args_is_help=True
+)
 
 
 Include = Annotated[
     list[str] | None,
     typer.Option(
         "--include",
-        metavar="GLOB",
+        metavar="PATTERN",
         help="Files to ingest, .gitignore-style: '*.md' at any depth, 'docs/**', "
         "'!docs/old.md' (repeatable; default: the manifest's include, else every type "
         "govindex reads: Markdown, text, PDF, Office, HTML, notebooks, CSV, YAML, JSON, "
@@ -46,7 +52,7 @@ Exclude = Annotated[
     list[str] | None,
     typer.Option(
         "--exclude",
-        metavar="GLOB",
+        metavar="PATTERN",
         help="Files to leave out, .gitignore-style (repeatable).",
         show_default=False,
         callback=check_globs,
@@ -57,6 +63,8 @@ Exclude = Annotated[
 @contextmanager
 def progress_bar(what: str) -> Iterator[Callable[[int, int], None]]:
     """A progress bar on a terminal's stderr; nothing when output is piped."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
     if not err.is_terminal:
         yield lambda done, total: None
         return
@@ -85,11 +93,33 @@ def _report(label: str, source_id: str, report: IngestReport) -> None:
         console.print(f"  skipped {skipped.doc_id}: {skipped.reason}")
 
 
+def _ingested_as(manifest: SourceManifest, command: str) -> None:
+    """Refuse a source whose manifest says it is read another way, naming that way."""
+    kind = manifest.source_type.value
+    if kind == command:
+        return
+    source = manifest.source_id
+    how = {
+        "git": f"`govindex ingest git REPO --source {source}`",
+        "folder": f"`govindex ingest path DIR --source {source}`",
+        "cdc": "Debezium change events of its table (docs/sources/debezium.md), not by "
+        "`govindex ingest`",
+    }[kind]
+    wrong = "ingest git" if command == "git" else "ingest path"
+    raise Failure(
+        f"source {source!r} is a {kind} source (source_type: {kind} in its manifest), so "
+        f"`govindex {wrong}` does not read it: it is read with {how}"
+    )
+
+
 @app.command("git")
 def ingest_git_command(
-    repo: Annotated[Path, typer.Argument(metavar="REPO", help="A local git repository.")],
+    repo: Annotated[Path, argument("REPO", "A local git repository.", kind=Path)],
     source: SourceId,
-    rev: Annotated[str, typer.Option(help="Revision to ingest.")] = "HEAD",
+    rev: Annotated[
+        str,
+        typer.Option("--rev", metavar="REV", help="Revision to ingest: a commit, tag or branch."),
+    ] = "HEAD",
     include: Include = None,
     exclude: Exclude = None,
     state_dir: StateDir = DEFAULT_DIR,
@@ -102,22 +132,26 @@ def ingest_git_command(
     is `git:<sha>` of the commit that last changed each file; observed_at its commit time.
 
         govindex ingest git ./handbook --source handbook
-        govindex ingest git ./handbook --source handbook --rev v2 --exclude 'drafts/*'
+        govindex ingest git ./handbook --source handbook --rev HEAD~1 --exclude 'drafts/*'
     """
+    from ingest.app import Filters, GitCheckout, registered, sync_source
+
     settings = setup(state_dir, log_level)
     filters = Filters(include or (), exclude or ())
+
+    async def run(rt: Runtime) -> tuple[IngestReport, str]:
+        _ingested_as(await registered(rt, source), "git")
+        return await sync_source(rt, source, GitCheckout(repo, rev), filters, progress)
+
     with progress_bar("emitting events") as progress:
-        report, version = with_runtime(
-            settings,
-            lambda rt: sync_source(rt, source, GitCheckout(repo, rev), filters, progress),
-        )
+        report, version = with_runtime(settings, run)
     _report(f"{repo} at {version.removeprefix('git:')[:12]}", source, report)
     return 0
 
 
 @app.command("path")
 def ingest_path_command(
-    folder: Annotated[Path, typer.Argument(metavar="DIR", help="A folder of documents.")],
+    folder: Annotated[Path, argument("DIR", "A folder of documents.", kind=Path)],
     source: SourceId,
     include: Include = None,
     exclude: Exclude = None,
@@ -126,14 +160,24 @@ def ingest_path_command(
 ) -> int:
     """Ingest a plain folder (a file's version is the hash of its bytes).
 
-    govindex ingest path ./notes --source notes
+    Emits created / updated / deleted events for what changed in DIR since it was last
+    ingested for the source (every file on the first run), and records DIR as the source's
+    folder for `govindex reconcile`. The source must be a folder source.
+
+        govindex ingest path ./notes --source notes
+        govindex ingest path ./notes --source notes --include '*.md' --exclude 'drafts/'
     """
+    from ingest.app import Filters, registered, sync_source
+
     settings = setup(state_dir, log_level)
     filters = Filters(include or (), exclude or ())
+
+    async def run(rt: Runtime) -> tuple[IngestReport, str]:
+        _ingested_as(await registered(rt, source), "folder")
+        return await sync_source(rt, source, folder, filters, progress)
+
     with progress_bar("emitting events") as progress:
-        report, _ = with_runtime(
-            settings, lambda rt: sync_source(rt, source, folder, filters, progress)
-        )
+        report, _ = with_runtime(settings, run)
     _report(str(folder), source, report)
     return 0
 
@@ -149,7 +193,11 @@ def reconcile_command(
     deletes, above every sequence the index applied. The backstop for a missed webhook, a
     lost event or a crash: a file deleted in the source never stays searchable.
     `govindex up` does this for every git and folder source at start.
+
+        govindex reconcile --source handbook
     """
+    from ingest.app import reconcile_source
+
     settings = setup(state_dir, log_level)
     manifest, drift, report = with_runtime(settings, lambda rt: reconcile_source(rt, source))
     against = f"branch {manifest.git.branch}" if manifest.git else "its folder"
@@ -168,8 +216,16 @@ def delete_command(
     source: SourceId,
     doc: Annotated[str, typer.Option("--doc", metavar="DOC", help="Document id (its path).")],
     reason: Annotated[
-        str, typer.Option(help="Why, kept in the tombstone.")
+        str, typer.Option(metavar="TEXT", help="Why, kept in the tombstone.")
     ] = "deleted_by_operator",
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Emit the tombstone even when the index and the connector hold no such "
+            "document (e.g. to delete ahead of an event still in flight).",
+        ),
+    ] = False,
     state_dir: StateDir = DEFAULT_DIR,
     log_level: LogLevel = "WARNING",
 ) -> int:
@@ -177,12 +233,24 @@ def delete_command(
 
     Emits document.deleted for DOC at its next sequence. The indexer records the tombstone
     (later or replayed updates with a lower sequence are dropped) and the purger removes
-    the content according to the source's deletion_mode.
+    the content according to the source's deletion_mode. A document neither the index nor
+    the source's connector ever held is refused (a typo would otherwise leave a tombstone
+    and a purge receipt for nothing), unless --force.
 
-        govindex delete --source handbook --doc runbooks/old.md
+        govindex delete --source handbook --doc runbooks/cache-flush.md
+        govindex delete --source handbook --doc runbooks/cache-flush.md --reason retired
     """
+    from ingest.app import delete_one, registered
+
     settings = setup(state_dir, log_level)
-    manifest, sequence = with_runtime(settings, lambda rt: delete_one(rt, source, doc, reason))
+
+    async def run(rt: Runtime) -> tuple[SourceManifest, int]:
+        manifest = await registered(rt, source)
+        if not force:
+            await _held(rt, manifest, doc)
+        return await delete_one(rt, source, doc, reason)
+
+    manifest, sequence = with_runtime(settings, run)
     console.print(
         f"tombstone emitted for {source}/{doc} at sequence {sequence} "
         f"(deletion_mode {manifest.deletion_mode.value}); "
@@ -191,15 +259,34 @@ def delete_command(
     return 0
 
 
+async def _held(rt: Runtime, manifest: SourceManifest, doc: str) -> None:
+    """Refuse a document that the index (in any state) and the connector never held."""
+    _, sequences = await rt.registry.index_state(manifest.source_id)
+    if doc in sequences:
+        return
+    known = await rt.ingest_state.known(manifest.tenant, manifest.source_id)
+    if doc in known:
+        return
+    close = difflib.get_close_matches(doc, [*sequences, *known], n=3)
+    source = manifest.source_id
+    raise Failure(
+        f"source {source!r} holds no document {doc!r}: neither the index nor the connector "
+        "ever saw it, so nothing was emitted."
+        + (f" Did you mean {', '.join(close)}?" if close else "")
+        + f" `govindex documents --source {source}` lists its documents; --force emits the "
+        "tombstone anyway."
+    )
+
+
 def backfill_command(
     source: SourceId,
     docs: Annotated[
         list[str] | None,
         typer.Option(
             "--docs",
-            metavar="GLOB",
+            metavar="PATTERN",
             callback=check_globs,
-            help="Only documents matching GLOB (gitignore syntax); repeat for several.",
+            help="Only documents matching PATTERN (gitignore syntax); repeat for several.",
         ),
     ] = None,
     rate: Rate = None,
@@ -217,6 +304,8 @@ def backfill_command(
         govindex backfill --source handbook
         govindex backfill --source handbook --docs 'runbooks/**' --rate 50 --execute
     """
+    from govindex.control.job_requests import BackfillJob
+
     settings = setup(state_dir, log_level)
 
     request = BackfillJob(kind="backfill", source=source, docs=list(docs or []))

@@ -5,10 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import ValidationError
 
 from govindex.cli.common import (
     DEFAULT_DIR,
@@ -17,6 +16,7 @@ from govindex.cli.common import (
     LogLevel,
     SourceId,
     StateDir,
+    argument,
     console,
     print_table,
     setup,
@@ -24,22 +24,14 @@ from govindex.cli.common import (
     when,
     with_runtime,
 )
-from govindex.control.status import collect_status, render_status
-from govindex.core.errors import InvalidEvent, ParserFailed, PermanentError
-from govindex.core.hashing import sha256_hex
-from govindex.core.logs import configure_logging
-from govindex.core.ports import DocumentRow
-from govindex.core.records import ChunkDraft
-from govindex.core.settings import Settings
-from govindex.core.tokens import SETTING as TOKENIZER_SETTING
-from govindex.core.tokens import TokenEstimator, TokenizerError, estimator_from
-from govindex.runtime.composition import Runtime
-from indexer.extractors import SANDBOX, extract, extractor_for
-from indexer.extractors.regions import cut
-from indexer.parsers import PARSERS, ParsedDocument, Parser, parser_for
-from indexer.planning import PageLocator
-from indexer.stamping import simhash64, token_estimate
-from ingest.app import registered
+
+if TYPE_CHECKING:  # imported where they run: `govindex --help` loads no parser or driver
+    from govindex.core.ports import DocumentRow
+    from govindex.core.records import ChunkDraft
+    from govindex.core.tokens import TokenEstimator
+    from govindex.runtime.composition import Runtime
+    from indexer.parsers import ParsedDocument, Parser
+    from indexer.planning import PageLocator
 
 
 def documents_command(
@@ -52,7 +44,12 @@ def documents_command(
 
     Each document's id, state (active / deleted), current source_version and sequence,
     chunk count, valid time and last indexed time.
+
+        govindex documents --source handbook
+        govindex documents --source handbook --json
     """
+    from ingest.app import registered
+
     settings = setup(state_dir, log_level)
 
     async def rows(rt: Runtime) -> list[DocumentRow]:
@@ -100,7 +97,16 @@ def status_command(
     state_dir: StateDir = DEFAULT_DIR,
     log_level: LogLevel = "WARNING",
 ) -> int:
-    """Show servers, topics with consumer lag, dead letters, the outbox and pending purges."""
+    """Show servers, topics with consumer lag, dead letters, the outbox and pending purges.
+
+    Every server's address and whether it answers, each topic's consumer lag, dead letters
+    by reason, the outbox's backlog and the purges still pending.
+
+        govindex status
+        govindex status --json
+    """
+    from govindex.control.status import collect_status, render_status
+
     settings = setup(state_dir, log_level)
     report = asyncio.run(collect_status(settings))
     if json_out:
@@ -111,12 +117,14 @@ def status_command(
 
 
 def chunk_command(
-    file: Annotated[Path, typer.Argument(metavar="FILE", help="The file to cut.")],
+    file: Annotated[Path, argument("FILE", "The file to cut.", kind=Path)],
     parser: Annotated[
         str,
         typer.Option(
+            "--parser",
+            metavar="NAME",
             help="A parser (markdown, csv, python, go, yaml, json, hcl, text, ...) or auto: by "
-            "file type, extracting PDF, Word, PowerPoint, Excel, HTML and notebooks first."
+            "file type, extracting PDF, Word, PowerPoint, Excel, HTML and notebooks first.",
         ),
     ] = "auto",
     json_lines: Annotated[
@@ -137,6 +145,12 @@ def chunk_command(
         govindex chunk policies/access.pdf
         govindex chunk infra/main.tf --json
     """
+    from govindex.core.errors import InvalidEvent, ParserFailed, PermanentError
+    from indexer.extractors import SANDBOX, extract, extractor_for
+    from indexer.extractors.regions import cut
+    from indexer.parsers import PARSERS, parser_for
+    from indexer.planning import PageLocator
+
     try:
         data = file.read_bytes()
     except (FileNotFoundError, IsADirectoryError):
@@ -183,6 +197,13 @@ def chunk_command(
 
 def _configured_tokens() -> TokenEstimator:
     """The estimator the indexer stamps with, from the environment (no servers needed)."""
+    from pydantic import ValidationError
+
+    from govindex.core.logs import configure_logging
+    from govindex.core.settings import Settings
+    from govindex.core.tokens import SETTING as TOKENIZER_SETTING
+    from govindex.core.tokens import TokenizerError, estimator_from
+
     configure_logging(level="WARNING")  # logs to stderr: stdout is the chunks (--json)
     try:
         spec = Settings().tokenizer
@@ -201,6 +222,9 @@ def _print_chunk_records(
     tokens: TokenEstimator,
     pages: PageLocator | None,
 ) -> None:
+    from govindex.core.hashing import sha256_hex
+    from indexer.stamping import simhash64, token_estimate
+
     for c in parsed.chunks:
         record = c.as_json()
         record.update(
@@ -222,6 +246,8 @@ def _print_chunk_table(
     tokens: TokenEstimator,
     pages: PageLocator | None,
 ) -> None:
+    from indexer.stamping import token_estimate
+
     console.print(
         f"{where}: {len(parsed.chunks)} chunks by {chosen.name}@{chosen.version}"
         + (f", frontmatter {sorted(parsed.frontmatter)}" if parsed.frontmatter else "")

@@ -7,17 +7,9 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskProgressColumn,
-    TextColumn,
-    TimeRemainingColumn,
-)
 
 from govindex.cli.common import (
     DEFAULT_DIR,
@@ -25,6 +17,7 @@ from govindex.cli.common import (
     JsonLines,
     LogLevel,
     StateDir,
+    argument,
     console,
     err,
     print_table,
@@ -32,12 +25,17 @@ from govindex.cli.common import (
     when,
     with_runtime,
 )
-from govindex.control.job_requests import JobRequest
-from govindex.control.jobs import resume_job, start_job
-from govindex.core.jobs import Job, JobItem, JobState
-from govindex.core.settings import Settings
-from govindex.runtime.composition import Runtime
-from govindex.runtime.job_types import Progress as ReportProgress
+
+if TYPE_CHECKING:
+    from govindex.control.job_requests import JobRequest
+    from govindex.core.jobs import (
+        Job,
+        JobItem,
+        JobState,
+    )  # imported where they run: `govindex --help` loads no driver
+    from govindex.core.settings import Settings
+    from govindex.runtime.composition import Runtime
+    from govindex.runtime.job_types import Progress as ReportProgress
 
 app = typer.Typer(
     help="Operator jobs (replays, redrives, resets, rebuilds, backfills): list them, watch "
@@ -45,11 +43,12 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-JobId = Annotated[int, typer.Argument(metavar="ID", help="The job's id (`govindex jobs list`).")]
+JobId = Annotated[int, argument("ID", "The job's id (`govindex jobs list`).", kind=int)]
 Rate = Annotated[
     float | None,
     typer.Option(
         "--rate",
+        metavar="PER_SECOND",
         min=0.001,
         help="At most this many items per second (change it later with `govindex jobs rate`).",
     ),
@@ -66,6 +65,15 @@ Execute = Annotated[
 @contextmanager
 def job_progress(what: str) -> Iterator[ReportProgress]:
     """done/total, rate and ETA on a terminal's stderr; nothing when output is piped."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TaskProgressColumn,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
     if not err.is_terminal:
         yield lambda done, total: None
         return
@@ -91,6 +99,7 @@ def job_progress(what: str) -> Iterator[ReportProgress]:
 def run_job(settings: Settings, request: JobRequest, *, execute: bool, rate: float | None) -> Job:
     """Start the job `request` describes, run it here with a progress bar, return it ended
     (or paused, or cancelled): the CLI's jobs take the admin API's arguments."""
+    from govindex.control.jobs import start_job
 
     async def run(rt: Runtime, progress: ReportProgress) -> Job:
         args = await request.args(rt)
@@ -103,6 +112,8 @@ def run_job(settings: Settings, request: JobRequest, *, execute: bool, rate: flo
 
 def report(job: Job) -> int:
     """Print how a job ended; the exit code: 0 done (or paused/cancelled on request), 1 failed."""
+    from govindex.core.jobs import JobState
+
     mode = "dry run" if job.dry_run else "executed"
     counts = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(job.counts.items()))
     console.print(
@@ -136,16 +147,23 @@ def _row(job: Job) -> list[str]:
 
 @app.command("list")
 def list_command(
-    kind: Annotated[str | None, typer.Option("--kind", help="Only jobs of this kind.")] = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, help="How many, newest first.")] = 20,
+    kind: Annotated[
+        str | None, typer.Option("--kind", metavar="KIND", help="Only jobs of this kind.")
+    ] = None,
+    limit: Annotated[
+        int, typer.Option("--limit", metavar="N", min=1, help="How many, newest first.")
+    ] = 20,
     as_json: JsonLines = False,
     state_dir: StateDir = DEFAULT_DIR,
     log_level: LogLevel = "WARNING",
 ) -> int:
     """The most recent jobs, newest first.
 
-    govindex jobs list
-    govindex jobs list --kind dlq-redrive --json
+    Each job's id, kind, state, whether it is a dry run, items done of the total, its rate,
+    who asked for it and when.
+
+        govindex jobs list
+        govindex jobs list --kind dlq-redrive --json
     """
     settings = setup(state_dir, log_level)
     jobs = with_runtime(settings, lambda rt: rt.jobs.recent(limit, kind))
@@ -162,7 +180,12 @@ def list_command(
 def show_command(
     job_id: JobId, state_dir: StateDir = DEFAULT_DIR, log_level: LogLevel = "WARNING"
 ) -> int:
-    """Everything recorded about one job: arguments, state, checkpoint, counts, error."""
+    """Everything recorded about one job: arguments, state, checkpoint, counts, error.
+
+    Printed as JSON.
+
+        govindex jobs show 12
+    """
     settings = setup(state_dir, log_level)
     job = with_runtime(settings, lambda rt: _get(rt, job_id))
     console.print(json.dumps(job.model_dump(mode="json"), indent=2), soft_wrap=True)
@@ -173,7 +196,8 @@ def show_command(
 def items_command(
     job_id: JobId,
     outcome: Annotated[
-        str | None, typer.Option("--outcome", help="Only records with this outcome.")
+        str | None,
+        typer.Option("--outcome", metavar="OUTCOME", help="Only records with this outcome."),
     ] = None,
     as_json: JsonLines = False,
     state_dir: StateDir = DEFAULT_DIR,
@@ -182,8 +206,11 @@ def items_command(
     """What a job did with each record it looked at, or would do in a dry run (a replay
     records one line per event: position, document, sequence, prediction and reason).
 
-    govindex jobs items 12
-    govindex jobs items 12 --outcome dead_letter --json
+    Records of a dry run say what the job would do, those of an executed job what it
+    did.
+
+        govindex jobs items 12
+        govindex jobs items 12 --outcome dead_letter --json
     """
     settings = setup(state_dir, log_level)
 
@@ -218,7 +245,15 @@ def items_command(
 def pause_command(
     job_id: JobId, state_dir: StateDir = DEFAULT_DIR, log_level: LogLevel = "WARNING"
 ) -> int:
-    """Stop a running job after its current step; `govindex jobs resume ID` continues it."""
+    """Stop a running job after its current step; `govindex jobs resume ID` continues it.
+
+    A job runs in the process that started it (or resumed it); that process stops at its
+    next step.
+
+        govindex jobs pause 12
+    """
+    from govindex.core.jobs import JobState
+
     return _set(job_id, JobState.PAUSED, state_dir, log_level)
 
 
@@ -226,20 +261,34 @@ def pause_command(
 def cancel_command(
     job_id: JobId, state_dir: StateDir = DEFAULT_DIR, log_level: LogLevel = "WARNING"
 ) -> int:
-    """Stop a job for good after its current step (what it did stays done)."""
+    """Stop a job for good after its current step (what it did stays done).
+
+    A cancelled job cannot be resumed; a rebuild's unfinished generation is dropped.
+
+        govindex jobs cancel 12
+    """
+    from govindex.core.jobs import JobState
+
     return _set(job_id, JobState.CANCELLED, state_dir, log_level)
 
 
 @app.command("rate")
 def rate_command(
     job_id: JobId,
-    rate: Annotated[
-        float, typer.Argument(metavar="PER_SECOND", min=0, help="Items per second; 0: no limit.")
-    ],
+    rate: Annotated[float, argument("PER_SECOND", "Items per second; 0: no limit.", kind=float)],
     state_dir: StateDir = DEFAULT_DIR,
     log_level: LogLevel = "WARNING",
 ) -> int:
-    """Change a job's rate; a running job follows it from its next step."""
+    """Change a job's rate; a running job follows it from its next step.
+
+    The rate is items per second; 0 lifts the limit. The job's next step waits as long
+    as the new rate asks.
+
+        govindex jobs rate 12 50
+        govindex jobs rate 12 0
+    """
+    if rate < 0:
+        raise typer.BadParameter(f"{rate:g} is below 0", param_hint="PER_SECOND")
     settings = setup(state_dir, log_level)
     job = with_runtime(settings, lambda rt: _rate(rt, job_id, rate or None))
     console.print(f"job {job.id}: rate {'unlimited' if job.rate is None else f'{job.rate:g}/s'}")
@@ -251,7 +300,14 @@ def resume_command(
     job_id: JobId, state_dir: StateDir = DEFAULT_DIR, log_level: LogLevel = "WARNING"
 ) -> int:
     """Continue a paused or failed job, or one whose process died, from its checkpoint,
-    in this process (until it ends, is paused again or cancelled)."""
+    in this process (until it ends, is paused again or cancelled).
+
+    Shows its progress on a terminal, and how it ended.
+
+        govindex jobs resume 12
+    """
+    from govindex.control.jobs import resume_job
+
     settings = setup(state_dir, log_level)
     with job_progress(f"job {job_id}") as progress:
         job = with_runtime(settings, lambda rt: resume_job(rt, job_id, progress))
@@ -271,6 +327,8 @@ async def _rate(rt: Runtime, job_id: int, rate: float | None) -> Job:
 
 
 def _set(job_id: int, state: JobState, state_dir: Path, log_level: str) -> int:
+    from govindex.core.jobs import JobState
+
     async def apply(rt: Runtime) -> Job:
         job = await _get(rt, job_id)
         if job.state in (JobState.SUCCEEDED, JobState.CANCELLED):

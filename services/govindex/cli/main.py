@@ -1,11 +1,17 @@
-"""The `govindex` command line: one Typer app, one module per command group."""
+"""The `govindex` command line: one Typer app, one module per command group.
+
+Building the app imports no driver: every command module imports what it runs inside the
+command (tests/unit/test_cli_first_hour.py checks `govindex --help` stays that light).
+"""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from govindex import __version__
 from govindex.cli import (
@@ -22,27 +28,91 @@ from govindex.cli import (
     sources,
     stack,
 )
-from govindex.cli.common import Failure, err
+from govindex.cli.common import (
+    GETTING_STARTED,
+    INSPECTION,
+    JOBS,
+    OPERATIONS,
+    SEARCH,
+    SOURCES,
+    Failure,
+    err,
+)
 from govindex.core.errors import GovindexError
 
+# Indented: a code block, one command a line, as typed (the markdown help never reflows it).
 EPILOG = """\
-Typical session (two terminals, same directory):
+Typical session, two terminals in the same directory; `./handbook` is a git repository of \
+Markdown files (`examples/make-handbook-repo.sh handbook`, in a clone of govindex, makes one):
 
-  govindex up                                 (terminal 1)\b
-  govindex source apply manifests/*.yaml      (terminal 2)\b
-  govindex ingest git ./handbook --source handbook\b
-  govindex query "rollback" --tenant acme --principal group:sre\b
-  govindex delete --source handbook --doc runbooks/old.md\b
-  govindex documents --source handbook\b
-  govindex status
+    # terminal 1: the embedded stack and its workers, until Ctrl-C
+    govindex up
+    # terminal 2
+    govindex source init --type git --id handbook handbook.yaml
+    govindex source apply handbook.yaml
+    govindex ingest git ./handbook --source handbook
+    govindex query failover --tenant acme --principal group:eng \\
+        --purpose support
+    govindex delete --source handbook --doc runbooks/cache-flush.md
+    govindex documents --source handbook
+    govindex status
 
 Against production servers set GOVINDEX_PG_DSN, GOVINDEX_KAFKA_BOOTSTRAP, \
 GOVINDEX_OPENSEARCH_URL and GOVINDEX_REDIS_URL; without them commands use the stack that \
 `govindex up` recorded in STATE_DIR/stack.json.
 """
 
+# The order of `govindex --help`: by panel (common.py), the first-hour commands first.
+ORDER = (
+    # Getting started
+    "demo",
+    "up",
+    "status",
+    # Sources & ingest
+    "source",
+    "ingest",
+    "reconcile",
+    "delete",
+    "backfill",
+    # Search & packs
+    "query",
+    "pack",
+    "verify-pack",
+    "packs",
+    "relations",
+    # Inspection
+    "documents",
+    "chunk",
+    "audit",
+    "verify-purge",
+    "purge-status",
+    # Jobs
+    "jobs",
+    "replay",
+    "reindex",
+    "reembed",
+    "dlq",
+    "offsets",
+    # Operations
+    "worker",
+    "bootstrap",
+    "retention",
+    "reparse",
+    "schemas",
+)
+
+
+class _Ordered(TyperGroup):
+    """Commands listed in ORDER (any other after them): panels appear in order too."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        known = [name for name in ORDER if name in self.commands]
+        return known + [name for name in self.commands if name not in ORDER]
+
+
 app = typer.Typer(
     name="govindex",
+    cls=_Ordered,
     help="Governed ingestion and indexing for retrieval systems: every chunk is stamped with "
     "source version, content hash, valid time, ACL and parser version; deletions reach "
     "every copy.",
@@ -71,35 +141,39 @@ def root(
 
 
 app.registered_commands += stack.app.registered_commands  # up, worker, bootstrap, demo
-app.add_typer(sources.app, name="source")
-app.add_typer(ingest.app, name="ingest")
-app.add_typer(dlq.app, name="dlq")
-app.add_typer(jobs.app, name="jobs")
-app.add_typer(offsets.app, name="offsets")
-app.add_typer(read.packs_app, name="packs")
-COMMANDS: dict[str, Callable[..., int]] = {
-    "reconcile": ingest.reconcile_command,
-    "delete": ingest.delete_command,
-    "backfill": ingest.backfill_command,
-    "verify-purge": purge.verify_purge_command,
-    "purge-status": purge.purge_status_command,
-    "retention": purge.retention_command,
-    "documents": inspect.documents_command,
-    "status": inspect.status_command,
-    "query": read.query_command,
-    "pack": read.pack_command,
-    "verify-pack": read.verify_pack_command,
-    "relations": read.relations_command,
-    "audit": audit.audit_command,
-    "chunk": inspect.chunk_command,
-    "reparse": index.reparse_command,
-    "reindex": index.reindex_command,
-    "replay": replay.replay_command,
-    "reembed": index.reembed_command,
-    "schemas": index.schemas_command,
+GROUPS: dict[str, tuple[typer.Typer, str]] = {
+    "source": (sources.app, SOURCES),
+    "ingest": (ingest.app, SOURCES),
+    "packs": (read.packs_app, SEARCH),
+    "jobs": (jobs.app, JOBS),
+    "dlq": (dlq.app, JOBS),
+    "offsets": (offsets.app, JOBS),
 }
-for name, command in COMMANDS.items():
-    app.command(name)(command)
+for name, (group, panel) in GROUPS.items():
+    app.add_typer(group, name=name, rich_help_panel=panel)
+COMMANDS: dict[str, tuple[Callable[..., int], str]] = {
+    "reconcile": (ingest.reconcile_command, SOURCES),
+    "delete": (ingest.delete_command, SOURCES),
+    "backfill": (ingest.backfill_command, SOURCES),
+    "query": (read.query_command, SEARCH),
+    "pack": (read.pack_command, SEARCH),
+    "verify-pack": (read.verify_pack_command, SEARCH),
+    "relations": (read.relations_command, SEARCH),
+    "status": (inspect.status_command, GETTING_STARTED),
+    "documents": (inspect.documents_command, INSPECTION),
+    "chunk": (inspect.chunk_command, INSPECTION),
+    "audit": (audit.audit_command, INSPECTION),
+    "verify-purge": (purge.verify_purge_command, INSPECTION),
+    "purge-status": (purge.purge_status_command, INSPECTION),
+    "replay": (replay.replay_command, JOBS),
+    "reindex": (index.reindex_command, JOBS),
+    "reembed": (index.reembed_command, JOBS),
+    "retention": (purge.retention_command, OPERATIONS),
+    "reparse": (index.reparse_command, OPERATIONS),
+    "schemas": (index.schemas_command, OPERATIONS),
+}
+for name, (command, panel) in COMMANDS.items():
+    app.command(name, rich_help_panel=panel)(command)
 
 
 def main(argv: list[str] | None = None) -> int:

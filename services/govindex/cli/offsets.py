@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -20,10 +20,10 @@ from govindex.cli.common import (
     with_runtime,
 )
 from govindex.cli.jobs import Execute, report, run_job
-from govindex.control.job_requests import ResetJob, ResetTarget
-from govindex.control.offsets import group_name, show_offsets
-from govindex.core.settings import Settings
-from govindex.runtime.composition import Runtime
+
+if TYPE_CHECKING:
+    from govindex.core.settings import Settings
+    from govindex.runtime.composition import Runtime
 
 app = typer.Typer(
     help="A consumer group's committed offsets per partition, and resetting them "
@@ -35,7 +35,7 @@ Group = Annotated[
     str,
     typer.Option(
         "--group",
-        metavar="G",
+        metavar="GROUP",
         help="The consumer group: a worker's short name (indexer, indexer-deletions, "
         "purger, cdc.SOURCE) or the full Kafka group id.",
     ),
@@ -44,7 +44,7 @@ TopicOpt = Annotated[
     str,
     typer.Option(
         "--topic",
-        metavar="T[:P]",
+        metavar="TOPIC[:PARTITION]",
         help="The topic, optionally one partition of it; a short name (documents, "
         "deletions, tombstones) gets the namespace.",
     ),
@@ -68,8 +68,12 @@ def show_command(
 ) -> int:
     """Committed offset, first and end offset and lag of every partition.
 
-    govindex offsets show --group indexer --topic documents
+    A partition's lag is how many records past the group's committed offset it holds.
+
+        govindex offsets show --group indexer --topic documents
     """
+    from govindex.control.offsets import group_name, show_offsets
+
     settings = setup(state_dir, log_level)
     name, partition = _topic(settings, topic)
     full = group_name(settings, group)
@@ -104,12 +108,20 @@ def reset_command(
             help="The first record at or after TIME (ISO 8601 with a zone).",
         ),
     ] = None,
-    to_offset: Annotated[int | None, typer.Option("--to-offset", min=0)] = None,
-    shift_by: Annotated[
-        int | None, typer.Option("--shift-by", help="Move by N (negative: back, re-reading).")
+    to_offset: Annotated[
+        int | None,
+        typer.Option("--to-offset", metavar="OFFSET", min=0, help="This offset on each partition."),
     ] = None,
-    to_earliest: Annotated[bool, typer.Option("--to-earliest")] = False,
-    to_latest: Annotated[bool, typer.Option("--to-latest")] = False,
+    shift_by: Annotated[
+        int | None,
+        typer.Option("--shift-by", metavar="N", help="Move by N (negative: back, re-reading)."),
+    ] = None,
+    to_earliest: Annotated[
+        bool, typer.Option("--to-earliest", help="The first record each partition holds.")
+    ] = False,
+    to_latest: Annotated[
+        bool, typer.Option("--to-latest", help="The end of each partition (skip what is there).")
+    ] = False,
     execute: Execute = False,
     state_dir: StateDir = DEFAULT_DIR,
     log_level: LogLevel = "WARNING",
@@ -139,6 +151,8 @@ def reset_command(
         raise typer.BadParameter(
             "give exactly one of --to-datetime, --to-offset, --shift-by, --to-earliest, --to-latest"
         )
+    from govindex.control.job_requests import ResetJob, ResetTarget
+
     settings = setup(state_dir, log_level)
     name, partition = _topic(settings, topic)
     request = ResetJob(

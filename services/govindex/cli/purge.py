@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -18,12 +18,12 @@ from govindex.cli.common import (
     when,
     with_runtime,
 )
-from govindex.core.records import SourceManifest
-from govindex.runtime.composition import Runtime
-from ingest.app import registered
-from purger.app import apply_retention, verify_document_purge
-from purger.retention import RetentionReport
-from purger.verify import Verification
+
+if TYPE_CHECKING:
+    from govindex.core.records import SourceManifest
+    from govindex.runtime.composition import Runtime
+    from purger.retention import RetentionReport
+    from purger.verify import Verification
 
 
 def verify_purge_command(
@@ -36,8 +36,14 @@ def verify_purge_command(
 
     Re-checks Postgres, every OpenSearch generation, the Redis cache and stored summaries
     for the latest deletion of DOC. Exits 0 only when nothing of the deleted content is
-    left (with deletion_mode tombstone: when nothing of it is current).
+    left (with deletion_mode tombstone: when nothing of it is current). A purge takes a
+    few seconds after `govindex delete`: until it is done this exits 1.
+
+        govindex verify-purge --source handbook --doc runbooks/cache-flush.md
     """
+    from ingest.app import registered
+    from purger.app import verify_document_purge
+
     settings = setup(state_dir, log_level)
 
     async def verify(rt: Runtime) -> Verification:
@@ -59,7 +65,13 @@ def verify_purge_command(
 
 
 def purge_status_command(state_dir: StateDir = DEFAULT_DIR, log_level: LogLevel = "WARNING") -> int:
-    """List pending and failing purges with attempts and the last error."""
+    """List pending and failing purges with attempts and the last error.
+
+    A purge is pending from a deletion until every sink is read back empty; a failing one
+    is retried, its last error shown here.
+
+        govindex purge-status
+    """
     settings = setup(state_dir, log_level)
     pending = with_runtime(settings, lambda rt: rt.purges.pending())
     if not pending:
@@ -85,7 +97,7 @@ def purge_status_command(state_dir: StateDir = DEFAULT_DIR, log_level: LogLevel 
 
 def retention_command(
     source: Annotated[
-        str | None, typer.Option("--source", metavar="ID", help="Only this source.")
+        str | None, typer.Option("--source", metavar="SOURCE", help="Only this source.")
     ] = None,
     state_dir: StateDir = DEFAULT_DIR,
     log_level: LogLevel = "WARNING",
@@ -98,7 +110,13 @@ def retention_command(
     --source, also deletes the read audit's records older than GOVINDEX_AUDIT_RETENTION_DAYS
     and kept packs past GOVINDEX_PACK_RETENTION_DAYS.
     Run it on a schedule (cron, a Kubernetes CronJob).
+
+        govindex retention
+        govindex retention --source handbook
     """
+    from ingest.app import registered
+    from purger.app import apply_retention
+
     settings = setup(state_dir, log_level)
 
     async def run(rt: Runtime) -> tuple[RetentionReport, int | None, int | None]:

@@ -10,56 +10,65 @@ import json
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
-from pydantic import ValidationError
 
 from govindex.cli.common import (
+    CHANNELS,
     DEFAULT_DIR,
     Failure,
     LogLevel,
     StateDir,
+    argument,
     aware_datetime,
     console,
+    hint,
     setup,
     short_version,
     when,
     with_runtime,
 )
-from govindex.runtime.composition import Runtime
-from reader.app import read_service
-from reader.keeping import KeptGone, PackKeeper
-from reader.models import (
-    CHANNELS,
-    Budget,
-    Hydration,
-    Manifest,
-    Pack,
-    PackRequest,
-    RelationsRequest,
-    SearchRequest,
-    SearchResponse,
-    StoredPack,
-)
 
-Tenant = Annotated[str, typer.Option(help="The caller's tenant.")]
+if TYPE_CHECKING:  # imported where they run: `govindex --help` builds no pydantic model
+    from govindex.runtime.composition import Runtime
+    from reader.models import (
+        PackRequest,
+        RelationsRequest,
+        SearchRequest,
+        SearchResponse,
+        StoredPack,
+    )
+
+    R = TypeVar("R", SearchRequest, PackRequest, RelationsRequest)
+
+Tenant = Annotated[str, typer.Option("--tenant", metavar="TENANT", help="The caller's tenant.")]
 Principals = Annotated[
     list[str],
     typer.Option(
-        "--principal", metavar="P", help="A principal of the caller (repeat), e.g. group:sre."
+        "--principal",
+        metavar="PRINCIPAL",
+        help="A principal of the caller (repeat), e.g. group:sre.",
     ),
 ]
 Scopes = Annotated[
     list[str] | None,
-    typer.Option("--scope", metavar="S", help="A scope the caller holds (repeat)."),
+    typer.Option("--scope", metavar="SCOPE", help="A scope the caller holds (repeat)."),
 ]
-Purpose = Annotated[str, typer.Option(help="Why the caller asks, e.g. support (required).")]
+Purpose = Annotated[
+    str,
+    typer.Option(
+        "--purpose",
+        metavar="PURPOSE",
+        help="Why the caller asks, e.g. support: one of the allowed_purposes of the sources "
+        "to read.",
+    ),
+]
 AsOf = Annotated[
     datetime | None,
     typer.Option(
         "--as-of",
-        metavar="ISO",
+        metavar="TIME",
         parser=aware_datetime,
         help="Valid time to ask about, ISO 8601 with zone (default: now).",
     ),
@@ -68,7 +77,7 @@ KnownAt = Annotated[
     datetime | None,
     typer.Option(
         "--known-at",
-        metavar="ISO",
+        metavar="TIME",
         parser=aware_datetime,
         help="System time: answer with what the index held at this moment.",
     ),
@@ -77,16 +86,25 @@ Channels = Annotated[
     list[str] | None,
     typer.Option(
         "--channel",
-        metavar="C",
+        metavar="CHANNEL",
         help=f"A retrieval channel (repeat; default all): {', '.join(CHANNELS)}.",
     ),
 ]
 
 
-R = TypeVar("R", SearchRequest, PackRequest, RelationsRequest)
+# When an answer is empty the CLI says where to look, never what exists: the read API says
+# nothing of what its gates withheld, and neither does this (the same words whatever the
+# index holds).
+NOTHING = (
+    "nothing this caller may read matched. If you expected results, check --purpose (a "
+    "source serves only the purposes its manifest allows), --scope and --principal: the "
+    "sources you may read may not allow them."
+)
 
 
 def _request(model: type[R], **fields: object) -> R:
+    from pydantic import ValidationError
+
     try:
         return model.model_validate({k: v for k, v in fields.items() if v is not None})
     except ValidationError as exc:
@@ -96,7 +114,7 @@ def _request(model: type[R], **fields: object) -> R:
 
 
 def query_command(
-    text: Annotated[str, typer.Argument(metavar="TEXT", help="What to search for.")],
+    text: Annotated[str, argument("TEXT", "What to search for.")],
     tenant: Tenant,
     principal: Principals,
     purpose: Purpose,
@@ -104,7 +122,9 @@ def query_command(
     as_of: AsOf = None,
     known_at: KnownAt = None,
     channel: Channels = None,
-    limit: Annotated[int, typer.Option(min=1, max=200, help="At most this many results.")] = 10,
+    limit: Annotated[
+        int, typer.Option(metavar="N", min=1, max=200, help="At most this many results.")
+    ] = 10,
     json_lines: Annotated[
         bool, typer.Option("--json", help="One JSON object per hit (anchor, text, ranks).")
     ] = False,
@@ -116,11 +136,16 @@ def query_command(
     Returns only chunks of TENANT whose ACL admits one of the principals, whose required
     scopes the caller holds, allowed for the purpose, valid at --as-of (default now), not
     deleted, from an enabled source, intact and not untrusted instructions. A superseded
-    version is returned for a time when it was the valid one.
+    version is returned for a time when it was the valid one. An empty answer says where
+    to look (on stderr), never what was withheld.
 
+        govindex query failover --tenant acme --principal group:eng --purpose support
         govindex query "rollback" --tenant acme --principal group:sre --purpose support \\
             --as-of 2025-03-01T00:00:00Z
     """
+    from reader.app import read_service
+    from reader.models import SearchRequest
+
     settings = setup(state_dir, log_level)
     request = _request(
         SearchRequest,
@@ -146,13 +171,15 @@ def query_command(
                 "text": hit.text,
             }
             console.print(json.dumps(record), soft_wrap=True)
-        return 0
-    _print_hits(request, response)
+    else:
+        _print_hits(request, response)
+    if not response.hits:
+        hint(NOTHING)
     return 0
 
 
 def pack_command(
-    text: Annotated[str, typer.Argument(metavar="TEXT", help="What the pack is about.")],
+    text: Annotated[str, argument("TEXT", "What the pack is about.")],
     tenant: Tenant,
     principal: Principals,
     purpose: Purpose,
@@ -162,12 +189,20 @@ def pack_command(
     channel: Channels = None,
     entity: Annotated[
         list[str] | None,
-        typer.Option("--entity", metavar="E", help="A seed entity, e.g. service:orders-db."),
+        typer.Option("--entity", metavar="ENTITY", help="A seed entity, e.g. service:orders-db."),
     ] = None,
-    max_tokens: Annotated[int, typer.Option(min=1, help="Token budget of the pack.")] = 4000,
-    max_items: Annotated[int, typer.Option(min=1, max=200, help="At most this many items.")] = 20,
-    max_per_document: Annotated[int, typer.Option(min=1, help="Items per document.")] = 3,
-    neighbours: Annotated[int, typer.Option(min=0, max=2, help="Neighbours each side.")] = 1,
+    max_tokens: Annotated[
+        int, typer.Option(metavar="N", min=1, help="Token budget of the pack.")
+    ] = 4000,
+    max_items: Annotated[
+        int, typer.Option(metavar="N", min=1, max=200, help="At most this many items.")
+    ] = 20,
+    max_per_document: Annotated[
+        int, typer.Option(metavar="N", min=1, help="Items per document.")
+    ] = 3,
+    neighbours: Annotated[
+        int, typer.Option(metavar="N", min=0, max=2, help="Neighbours each side.")
+    ] = 1,
     required_evidence: Annotated[
         list[str] | None,
         typer.Option(
@@ -178,7 +213,10 @@ def pack_command(
         ),
     ] = None,
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Write the pack JSON here (default: stdout).")
+        Path | None,
+        typer.Option(
+            "--out", "-o", metavar="FILE", help="Write the pack JSON here (default: stdout)."
+        ),
     ] = None,
     state_dir: StateDir = DEFAULT_DIR,
     log_level: LogLevel = "WARNING",
@@ -189,11 +227,15 @@ def pack_command(
     hydrated context, corroborating copies, conflict flags, and a manifest with a
     pack_hash that `govindex verify-pack` re-checks later. With --required-evidence, those
     types are selected first; exit 2 when some of them are missing (the manifest's
-    missing_evidence says which and why).
+    missing_evidence says which and why). An empty pack says where to look (on stderr),
+    never what was withheld.
 
         govindex pack "orders-db failover" --tenant acme --principal group:sre \\
             --purpose support --max-tokens 2000 -o pack.json
     """
+    from reader.app import read_service
+    from reader.models import Budget, Hydration, PackRequest
+
     settings = setup(state_dir, log_level)
     request = _request(
         PackRequest,
@@ -223,6 +265,8 @@ def pack_command(
             f"pack_hash {pack.manifest.pack_hash[:16]} -> {out}",
             soft_wrap=True,
         )
+    if not pack.items:
+        hint(NOTHING)
     for gap in pack.manifest.missing_evidence:
         console.print(
             f"missing evidence: {gap.type}: {gap.found} of {gap.min} ({gap.why})", soft_wrap=True
@@ -239,9 +283,7 @@ def _required(given: str) -> dict[str, object]:
 
 
 def relations_command(
-    entity: Annotated[
-        str, typer.Argument(metavar="ENTITY", help="A business id, e.g. service:payment-api.")
-    ],
+    entity: Annotated[str, argument("ENTITY", "A business id, e.g. service:payment-api.")],
     tenant: Tenant,
     principal: Principals,
     purpose: Purpose,
@@ -251,13 +293,17 @@ def relations_command(
     relation: Annotated[
         str | None,
         typer.Option(
-            metavar="R",
+            "--relation",
+            metavar="RELATION",
             help="One relation (OWNED_BY, DEPENDS_ON, AFFECTED, ...) or its inverse (OWNS, "
             "AFFECTED_BY, ...); default: all.",
         ),
     ] = None,
     direction: Annotated[
-        str, typer.Option(metavar="D", help="out (the entity is the subject), in, or both.")
+        str,
+        typer.Option(
+            "--direction", metavar="DIRECTION", help="out (the entity is the subject), in, or both."
+        ),
     ] = "both",
     object_type: Annotated[
         str | None,
@@ -282,6 +328,9 @@ def relations_command(
         govindex relations service:payment-api --relation OWNED_BY --tenant acme \\
             --principal group:sre --purpose incident-response --as-of 2025-03-01T02:05:00Z
     """
+    from reader.app import read_service
+    from reader.models import RelationsRequest
+
     settings = setup(state_dir, log_level)
     request = _request(
         RelationsRequest,
@@ -300,6 +349,8 @@ def relations_command(
         sys.stdout.write(found.model_dump_json(indent=2) + "\n")
         return 0
     console.print(f"{entity} at {when(found.as_of)}: {len(found.edges)} edge(s)")
+    if not found.edges:
+        hint(NOTHING)
     for e in found.edges:
         until = when(e.valid_to) or "open"
         against = f"  contradicts {', '.join(e.contradicts)}" if e.contradicts else ""
@@ -325,7 +376,7 @@ packs_app = typer.Typer(
 
 @packs_app.command("show")
 def packs_show_command(
-    pack_id: Annotated[str, typer.Argument(metavar="ID", help="The pack_id of a kept pack.")],
+    pack_id: Annotated[str, argument("ID", "The pack_id of a kept pack.")],
     tenant: Tenant,
     json_out: Annotated[bool, typer.Option("--json", help="Print the whole answer.")] = False,
     state_dir: StateDir = DEFAULT_DIR,
@@ -340,6 +391,9 @@ def packs_show_command(
 
         govindex packs show 3f6c0d9e8b7a4c21a0e5d4b3c2f1e0d9 --tenant acme
     """
+    from reader.app import read_service
+    from reader.keeping import KeptGone, PackKeeper
+
     settings = setup(state_dir, log_level)
 
     async def show(rt: Runtime) -> StoredPack | None:
@@ -373,9 +427,7 @@ def packs_show_command(
 
 
 def verify_pack_command(
-    file: Annotated[
-        Path, typer.Argument(metavar="FILE", help="A pack or a manifest (JSON) to check.")
-    ],
+    file: Annotated[Path, argument("FILE", "A pack or a manifest (JSON) to check.", kind=Path)],
     json_out: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
     state_dir: StateDir = DEFAULT_DIR,
     log_level: LogLevel = "WARNING",
@@ -387,7 +439,15 @@ def verify_pack_command(
     since. invalid: some item was deleted, revoked, had its scope or purpose withdrawn,
     changed, or its validity moved away from as_of. tampered: the manifest does not match
     its pack_hash. Exit 0 valid, 1 invalid or tampered, 2 stale. No text is printed.
+
+        govindex verify-pack pack.json
+        govindex verify-pack pack.json --json
     """
+    from pydantic import ValidationError
+
+    from reader.app import read_service
+    from reader.models import Manifest, Pack
+
     settings = setup(state_dir, log_level)
     try:
         data = json.loads(file.read_text())

@@ -9,6 +9,7 @@ import typer
 
 from govindex.cli.common import (
     DEFAULT_DIR,
+    EVENT_KINDS,
     LogLevel,
     SourceId,
     StateDir,
@@ -17,8 +18,6 @@ from govindex.cli.common import (
     setup,
 )
 from govindex.cli.jobs import Execute, Rate, report, run_job
-from govindex.control.job_requests import ReplayJob
-from govindex.core.replays import TYPES, EventKind
 
 
 def replay_command(
@@ -45,9 +44,9 @@ def replay_command(
         list[str] | None,
         typer.Option(
             "--doc",
-            metavar="GLOB",
+            metavar="PATTERN",
             callback=check_globs,
-            help="Only documents matching GLOB (gitignore syntax, like a source's include); "
+            help="Only documents matching PATTERN (gitignore syntax, like a source's include); "
             "repeat for several.",
         ),
     ] = None,
@@ -56,7 +55,7 @@ def replay_command(
         typer.Option(
             "--type",
             metavar="KIND",
-            help=f"Only these kinds of events: {', '.join(TYPES)}; repeat for several.",
+            help=f"Only these kinds of events: {', '.join(EVENT_KINDS)}; repeat for several.",
         ),
     ] = None,
     rate: Rate = None,
@@ -76,6 +75,9 @@ def replay_command(
         govindex replay --source handbook --from 2025-03-01T00:00:00Z --to 2025-03-02T00:00:00Z
         govindex replay --source handbook --from 2025-03-01T00:00:00Z --doc 'runbooks/**' --execute
     """
+    from govindex.control.job_requests import ReplayJob
+    from govindex.core.replays import TYPES, EventKind
+
     for kind in kinds or ():
         if kind not in TYPES:
             raise typer.BadParameter(

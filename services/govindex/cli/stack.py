@@ -6,28 +6,38 @@ import asyncio
 import os
 import secrets
 import signal
-from typing import Annotated, Protocol
+from typing import TYPE_CHECKING, Annotated, Protocol
 
 import typer
 
-from govindex.cli.common import DEFAULT_DIR, Failure, LogLevel, StateDir, console, setup
-from govindex.control.bootstrap import prepare
-from govindex.control.health import HealthServer
-from govindex.control.workers import WORKERS, Workers
-from govindex.core.settings import Settings, read_stack_file, redact
-from govindex.devstack.embedded import EmbeddedStack
-from govindex.runtime.composition import Runtime
+from govindex.cli.common import (
+    DEFAULT_DIR,
+    GETTING_STARTED,
+    OPERATIONS,
+    Failure,
+    LogLevel,
+    StateDir,
+    console,
+    plain,
+    setup,
+)
+
+if TYPE_CHECKING:  # imported where they run: `govindex --help` loads no driver
+    from govindex.control.health import HealthServer
+    from govindex.control.workers import Workers
+    from govindex.core.settings import Settings
+    from govindex.devstack.embedded import EmbeddedStack
+    from govindex.runtime.composition import Runtime
 
 app = typer.Typer()
 
-SERVED = (*WORKERS, "webhooks", "reader", "admin")
 LISTENERS = ("webhooks", "reader", "admin")
 
 
-@app.command()
+@app.command(rich_help_panel=GETTING_STARTED)
 def up(
     workers: Annotated[
-        str, typer.Option(help="Comma-separated workers to run.")
+        str, typer.Option(metavar="NAMES", help="Comma-separated workers to run.")
     ] = "indexer,purger,cdc",
     reconcile: Annotated[
         bool,
@@ -49,7 +59,13 @@ def up(
     API (internal listener, bearer tokens) until Ctrl-C. Addresses go to STATE_DIR/stack.json,
     which every other command reads; without GOVINDEX_READ_TOKENS a token for every tenant
     is generated and written there too (the file is readable by its owner only).
+
+        govindex up
+        govindex up --workers indexer,purger --no-reconcile
     """
+    from govindex.core.settings import read_stack_file
+    from govindex.devstack.embedded import EmbeddedStack
+
     settings = setup(state_dir, log_level, servers=False)
     names = _names(workers.split(","))
     stack: EmbeddedStack | None = None
@@ -72,11 +88,13 @@ def up(
             console.print("govindex: stack stopped")
 
 
-@app.command()
+@app.command(rich_help_panel=OPERATIONS)
 def worker(
     names: Annotated[
         list[str] | None,
         typer.Argument(
+            metavar="[WORKER]...",
+            click_type=plain("WORKER"),
             help="Any of indexer, purger, cdc, webhooks, reader, admin; or `pause KIND` / "
             "`resume KIND` (indexer, purger, cdc) to stop or restart that kind's consumers "
             "in every running process.",
@@ -84,9 +102,11 @@ def worker(
         ),
     ] = None,
     webhook_host: Annotated[
-        str, typer.Option(help="Address the webhook receiver listens on.")
+        str, typer.Option(metavar="HOST", help="Address the webhook receiver listens on.")
     ] = "0.0.0.0",  # noqa: S104 - a server's job
-    webhook_port: Annotated[int, typer.Option(help="Port of the webhook receiver.")] = 8080,
+    webhook_port: Annotated[
+        int, typer.Option(metavar="PORT", help="Port of the webhook receiver.")
+    ] = 8080,
     reconcile: Annotated[
         bool,
         typer.Option(help="At start, reconcile every git and folder source with the index."),
@@ -109,6 +129,10 @@ def worker(
     GOVINDEX_CONTROL_POLL_S: its indexer consumers finish their batches, commit and leave
     their groups (so `govindex offsets reset` may move them); it returns once every live
     process reports it. `govindex worker resume indexer` starts them again.
+
+        govindex worker indexer purger
+        govindex worker webhooks reader admin
+        govindex worker pause indexer
     """
     settings = setup(state_dir, log_level)
     if names and names[0] in ("pause", "resume"):
@@ -140,14 +164,18 @@ def worker(
     )
 
 
-@app.command()
+@app.command(rich_help_panel=OPERATIONS)
 def bootstrap(state_dir: StateDir = DEFAULT_DIR, log_level: LogLevel = "WARNING") -> int:
     """Prepare configured servers, then exit.
 
     Creates topics, migrates the database, creates the index template and alias, and
     rebuilds the projection if the index is empty. Idempotent; run it once per deploy
     (a Kubernetes Job, a compose one-shot) before starting workers.
+
+        GOVINDEX_PG_DSN=postgresql://govindex@db/govindex govindex bootstrap
     """
+    from govindex.control.bootstrap import prepare
+
     settings = setup(state_dir, log_level)
     generation = asyncio.run(prepare(settings))
     console.print(
@@ -157,7 +185,7 @@ def bootstrap(state_dir: StateDir = DEFAULT_DIR, log_level: LogLevel = "WARNING"
     return 0
 
 
-@app.command()
+@app.command(rich_help_panel=GETTING_STARTED)
 def demo() -> int:
     """Run the bundled demo on a fresh embedded stack.
 
@@ -166,6 +194,8 @@ def demo() -> int:
     (a service catalog, deployments and ownership tables, three runbook versions, an
     untrusted e-mail): the deployments before the incident, the owner then and now, the
     runbook valid then, and a pack with its evidence. Leaves nothing running.
+
+        govindex demo
     """
     from govindex.devstack.demo.run import run_demo
 
@@ -173,10 +203,13 @@ def demo() -> int:
 
 
 def _names(values: list[str]) -> tuple[str, ...]:
+    from govindex.control.workers import WORKERS
+
+    served = (*WORKERS, *LISTENERS)
     names = tuple(v.strip() for v in values if v.strip())
-    unknown = set(names) - set(SERVED)
+    unknown = set(names) - set(served)
     if unknown:
-        raise Failure(f"unknown worker(s) {', '.join(sorted(unknown))}; use {', '.join(SERVED)}")
+        raise Failure(f"unknown worker(s) {', '.join(sorted(unknown))}; use {', '.join(served)}")
     return names
 
 
@@ -198,6 +231,9 @@ async def _serve(
 ) -> int:
     """Run the workers and listeners until SIGINT/SIGTERM. With `stack` (a laptop) every
     listener runs on loopback with a free port and generated tokens, written to stack.json."""
+    from govindex.control.bootstrap import prepare
+    from govindex.control.workers import Workers
+    from govindex.runtime.composition import Runtime
     from ingest.app import reconcile_sources
 
     if bootstrap:
@@ -249,6 +285,8 @@ async def _serve_health(
 ) -> HealthServer:
     """/metrics, /livez and /readyz: a laptop's on loopback with any free port, else on
     the configured one."""
+    from govindex.control.health import HealthServer
+
     host, port = ("127.0.0.1", 0) if laptop else (settings.metrics_host, settings.metrics_port)
     health = HealthServer(rt, running, host, port)
     try:
@@ -324,6 +362,8 @@ def _ready(
     stack: EmbeddedStack | None,
 ) -> str:
     """What `govindex up` / `worker` prints once everything serves (passwords redacted)."""
+    from govindex.core.settings import redact
+
     unauthenticated = (
         "  (the embedded broker and OpenSearch-compatible server take no credentials: "
         "any local user can reach them; PostgreSQL and Redis ask for the passwords in "

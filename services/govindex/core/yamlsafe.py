@@ -154,7 +154,7 @@ def load(text: str, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_DEPTH) -
     except YamlRefused:
         raise
     except yaml.YAMLError as exc:
-        raise _refused(exc) from None
+        raise _refused(exc, text) from None
     except Exception as exc:  # PyYAML's constructors raise plain errors on odd scalars
         raise _constructed(exc) from None
 
@@ -169,7 +169,7 @@ def load_all(text: str, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_DEPT
     except YamlRefused:
         raise
     except yaml.YAMLError as exc:
-        raise _refused(exc) from None
+        raise _refused(exc, text) from None
     except Exception as exc:  # as in `load`
         raise _constructed(exc) from None
     return documents
@@ -206,7 +206,7 @@ def load_entries(
     except YamlRefused:
         raise
     except yaml.YAMLError as exc:
-        raise _refused(exc) from None
+        raise _refused(exc, text) from None
     except Exception as exc:  # as in `load`
         raise _constructed(exc) from None
     return entries
@@ -221,12 +221,22 @@ def _child(node: Node, key: str) -> Node | None:
     return None
 
 
-def _refused(exc: yaml.YAMLError) -> YamlRefused:
+def _refused(exc: yaml.YAMLError, text: str) -> YamlRefused:
     """The parser's own words, cut short: a problem may quote a tag or a character run."""
     if isinstance(exc, yaml.MarkedYAMLError):
         problem = " ".join(p for p in (exc.context, exc.problem) if p) or "not valid YAML"
         mark = exc.problem_mark or exc.context_mark
         return YamlRefused(_cut(problem), line=mark.line + 1 if mark is not None else 0)
+    if isinstance(exc, yaml.reader.ReaderError):
+        # Its str() names the stream `<unicode string>`: say the character and the line.
+        at = max(0, int(exc.position))
+        line = text[:at].count("\n") + 1
+        column = at - (text.rfind("\n", 0, at) + 1) + 1
+        character = exc.character if isinstance(exc.character, int) else None
+        said = f"#x{character:04x}" if character is not None else "a character"
+        return YamlRefused(
+            f"unacceptable {said} at column {column}: {_cut(str(exc.reason))}", line=line
+        )
     return YamlRefused(_cut(str(exc)) or "not valid YAML")
 
 
