@@ -8,8 +8,10 @@ from datetime import UTC, datetime
 
 import pytest
 from kafka import KafkaProducer
+from prometheus_client import REGISTRY
 
 from govindex.adapters.kafka import ensure_topics
+from govindex.control.status import collect_status
 from govindex.core import events
 from tests.support.cdc import DEBEZIUM_SHAPE, Cdc
 from tests.support.pipeline import Pipeline, query, until
@@ -56,6 +58,18 @@ async def test_row_inserts_updates_deletes_and_truncate_become_document_changes(
         await _scenario(p, cdc, source)
     finally:
         cdc.producer.close()
+    # `govindex status` shows the feed's topic and group; metrics never label its source.
+    report = await collect_status(p.settings)
+    (feed,) = [t for t in report["topics"] if t.get("source") == source]
+    assert feed["topic"] == topic and feed["messages"] > 0 and feed["lag"] >= 0
+    assert feed["group"] == p.settings.group(f"cdc.{source}")
+    consumers = {
+        sample.labels["consumer"]
+        for family in REGISTRY.collect()
+        if family.name == "govindex_events"
+        for sample in family.samples
+    }
+    assert "cdc" in consumers and not any(c.startswith("cdc:") for c in consumers)
 
 
 # Long: one scenario of real row changes whose steps depend on each other.

@@ -38,6 +38,15 @@ def groups_of(rt: Runtime, kinds: Sequence[str]) -> list[tuple[str, str]]:
     return found
 
 
+async def cdc_groups(rt: Runtime) -> list[tuple[str, str]]:
+    """(group, topic) of every CDC feed registered now (sources come and go)."""
+    return [
+        (rt.settings.group(f"{Consumers.CDC}.{manifest.source_id}"), manifest.cdc.topic)
+        for manifest in await rt.registry.cdc_sources()
+        if manifest.cdc is not None
+    ]
+
+
 def _lag(
     bootstrap: str, groups: list[tuple[str, str]], security: KafkaSecurity = PLAINTEXT
 ) -> list[tuple[str, str, int, int, float]]:
@@ -62,13 +71,23 @@ def _lag(
 async def sample_forever(rt: Runtime, kinds: Sequence[str], stop: asyncio.Event) -> None:
     gauges = PostgresGauges(rt.pool)
     groups = groups_of(rt, kinds)
+    cdc = rt.settings.group(Consumers.CDC)  # every CDC feed's lag, under one label
     while not stop.is_set():
         try:
-            for group, topic, partition, records, age in await asyncio.to_thread(
-                _lag, rt.servers.kafka_bootstrap, groups, rt.kafka_security
-            ):
+            feeds = await cdc_groups(rt) if Consumers.CDC in kinds else []
+            lags = await asyncio.to_thread(
+                _lag, rt.servers.kafka_bootstrap, groups + feeds, rt.kafka_security
+            )
+            behind, oldest = 0, 0.0
+            for group, topic, partition, records, age in lags:
+                if (group, topic) in feeds:
+                    behind, oldest = behind + records, max(oldest, age)
+                    continue
                 m.LAG_RECORDS.labels(group, topic, str(partition)).set(records)
                 m.LAG_SECONDS.labels(group, topic, str(partition)).set(age)
+            if feeds:
+                m.LAG_RECORDS.labels(cdc, "cdc", "all").set(behind)
+                m.LAG_SECONDS.labels(cdc, "cdc", "all").set(oldest)
             sample = await gauges.sample()
             m.OUTBOX_PENDING.set(sample["outbox_pending"])
             m.OUTBOX_OLDEST.set(sample["outbox_oldest_s"])

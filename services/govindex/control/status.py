@@ -23,6 +23,7 @@ async def collect_status(settings: Settings) -> dict[str, Any]:
         "pending_events": [],
         "healing": [],
         "rebuilds": [],
+        "cdc_feeds": [],
     }
     servers = report["servers"]
     servers["postgres"] = _check_postgres(settings, report)
@@ -54,6 +55,7 @@ def _check_postgres(settings: Settings, report: dict[str, Any]) -> dict[str, Any
     report["pending_events"] = summary.pop("pending_events")
     report["healing"] = summary.pop("healing")
     report["rebuilds"] = summary.pop("rebuilds")
+    report["cdc_feeds"] = summary.pop("cdc_feeds")
     return {"address": settings.pg_dsn, "ok": True, **summary}
 
 
@@ -106,6 +108,19 @@ def _check_kafka(settings: Settings, report: dict[str, Any]) -> dict[str, Any]:
             report["topics"].append(entry)
             if topic == topics.dead_letters:
                 report["dead_letters"] = sum(ends.values())
+        for feed in report.get("cdc_feeds", []):  # each CDC feed: its topic and its group
+            group = settings.group(f"{Consumers.CDC}.{feed['source']}")
+            ends = reader.end_offsets(feed["topic"])
+            report["topics"].append(
+                {
+                    "topic": feed["topic"],
+                    "partitions": len(ends),
+                    "messages": sum(ends.values()),
+                    "group": group,
+                    "lag": sum(p.lag for p in reader.lag(feed["topic"], group)),
+                    "source": feed["source"],
+                }
+            )
     except Exception as exc:
         return {"address": settings.kafka_bootstrap, "ok": False, "error": str(exc)}
     finally:

@@ -44,6 +44,14 @@ STAGE_SECONDS = Histogram(
     ["stage"],
     buckets=_LATENCY,
 )
+
+
+def consumer_label(consumer: str) -> str:
+    """A consumer as a label: a CDC feed's (`cdc:<source>`) is `cdc`, so no source id
+    becomes a label (logs and traces name the feed)."""
+    return consumer.split(":", 1)[0]
+
+
 EMBEDDING_DEFERRED = Counter(
     "govindex_embedding_deferred_chunks",
     "Chunks committed without a model's vectors because it failed or was slow, by model.",

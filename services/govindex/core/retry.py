@@ -40,7 +40,7 @@ async def retry_transient(
         except TransientError as exc:
             if time.monotonic() + delay > deadline:
                 raise
-            metrics.RETRIES.labels(what).inc()
+            metrics.RETRIES.labels(metrics.consumer_label(what)).inc()
             log.warning(
                 "retry.transient", what=what, attempt=attempt, delay_s=delay, error=str(exc)
             )

@@ -40,6 +40,7 @@ async def process(
     A dead letter is on its topic and, for a CloudEvent, recorded as settled in Postgres
     before this returns (so before the offset moves): it is never re-published.
     """
+    label = metrics.consumer_label(consumer)  # a CDC feed's source id is never a label
     structlog.contextvars.bind_contextvars(
         consumer=consumer,
         topic=delivery.topic,
@@ -58,11 +59,11 @@ async def process(
             with tracing.consuming(consumer, traced):
                 result = await retry_transient(lambda: handle(target), what=consumer)
             kind = target.type if isinstance(target, Envelope) else "raw"
-            metrics.EVENTS.labels(consumer, kind, metrics.outcome_of(result)).inc()
+            metrics.EVENTS.labels(label, kind, metrics.outcome_of(result)).inc()
         except PermanentError as error:
             kind = target.type if isinstance(target, Envelope) else "raw"
-            metrics.EVENTS.labels(consumer, kind, "dead_lettered").inc()
-            metrics.DEAD_LETTERS.labels(consumer, error.reason).inc()
+            metrics.EVENTS.labels(label, kind, "dead_lettered").inc()
+            metrics.DEAD_LETTERS.labels(label, error.reason).inc()
             record = dead_letter(delivery, error, consumer)
             await retry_transient(
                 lambda: publisher.publish(dead_letters_topic, record), what="dead-letter publish"

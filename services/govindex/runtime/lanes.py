@@ -47,6 +47,8 @@ def batch_processor(
     """`handle` returns one result per envelope, in order: a PermanentError for each one
     to dead-letter; it raises TransientError when nothing of the batch was decided."""
 
+    label = metrics.consumer_label(consumer)  # a CDC feed's source id is never a label
+
     async def on_batch(deliveries: Sequence[Delivery]) -> None:
         started = time.monotonic()
         failed: dict[int, PermanentError] = {}
@@ -62,14 +64,14 @@ def batch_processor(
             if isinstance(result, PermanentError):
                 failed[i] = result
             else:
-                metrics.EVENTS.labels(consumer, envelope.type, metrics.outcome_of(result)).inc()
+                metrics.EVENTS.labels(label, envelope.type, metrics.outcome_of(result)).inc()
         envelopes = dict(decoded)
         for i, problem in failed.items():
             kind = envelopes[i].type if i in envelopes else "undecodable"
-            metrics.EVENTS.labels(consumer, kind, "dead_lettered").inc()
-            metrics.DEAD_LETTERS.labels(consumer, problem.reason).inc()
-        metrics.BATCH_EVENTS.labels(consumer).observe(len(deliveries))
-        metrics.BATCH_SECONDS.labels(consumer).observe(time.monotonic() - started)
+            metrics.EVENTS.labels(label, kind, "dead_lettered").inc()
+            metrics.DEAD_LETTERS.labels(label, problem.reason).inc()
+        metrics.BATCH_EVENTS.labels(label).observe(len(deliveries))
+        metrics.BATCH_SECONDS.labels(label).observe(time.monotonic() - started)
         log.info(
             "batch.applied",
             consumer=consumer,
@@ -105,7 +107,7 @@ async def _until_done(
         except TransientError as exc:
             if stopping.is_set():
                 raise Abandoned(f"stopping while the batch still fails: {exc}") from exc
-            metrics.RETRIES.labels(f"{consumer} batch").inc()
+            metrics.RETRIES.labels(f"{metrics.consumer_label(consumer)} batch").inc()
             log.warning(
                 "batch.retry",
                 consumer=consumer,

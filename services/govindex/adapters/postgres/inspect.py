@@ -35,6 +35,10 @@ def postgres_summary(dsn: str) -> dict[str, Any]:
             "WHERE state = 'active'), (SELECT count(*) FROM chunks), "
             "(SELECT count(*) FROM embedding_backlog)"
         ).fetchone()
+        feeds = conn.execute(
+            "SELECT source_id, manifest->'cdc'->>'topic' FROM sources WHERE enabled AND "
+            "manifest->'cdc' IS NOT NULL AND manifest->'cdc' <> 'null'::jsonb ORDER BY source_id"
+        ).fetchall()
         generations = conn.execute(
             "SELECT embedder, embedder_version, dims, state FROM vector_generations "
             "WHERE state <> 'retired' ORDER BY state DESC, embedder"
@@ -55,6 +59,7 @@ def postgres_summary(dsn: str) -> dict[str, Any]:
         "active_documents": counts[1],
         "chunks": counts[2],
         "embedding_backlog": counts[3],
+        "cdc_feeds": [{"source": f[0], "topic": f[1]} for f in feeds if f[1]],
         "vector_generations": [
             {"model": f"{g[0]}/{g[1]}", "dims": g[2], "state": g[3]} for g in generations
         ],
