@@ -29,6 +29,9 @@ def test_a_poison_record_is_redriven_three_times_then_quarantined(running: Path)
     [letter] = wait_letters(root, 1, "--reason", "unknown_source")
     assert letter["consumer"] == "indexer" and letter["redrives"] == 0
     assert "ghost" in letter["error"] and letter["handled"] == ""
+    assert letter["document"] == "acme/ghost/d0.md"  # which document it is about
+    table = govindex(root, "dlq", "list").stdout
+    assert "acme/ghost/d0.md" in table
     shown = json.loads(govindex(root, "dlq", "show", letter["position"]).stdout)
     assert shown["value"]["source_id"] == "ghost"  # binary mode: the value is the data
     assert shown["headers"]["govindex-dlq-reason"] == "unknown_source"

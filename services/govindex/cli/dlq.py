@@ -66,6 +66,15 @@ def _flt(reason: str | None, consumer: str | None, since: datetime | None) -> Fi
     return Filter(reason=reason, consumer=consumer, since=since)
 
 
+def _document(key: bytes | None) -> str:
+    """The record's key, which names the document (tenant/source/doc) of a document event;
+    shown as text, cut short (it is the producer's bytes)."""
+    if not key:
+        return ""
+    text = key.decode("utf-8", "replace").replace("\n", " ")
+    return text if len(text) <= 160 else text[:159] + "…"
+
+
 def _summary(item: Listed) -> dict[str, Any]:
     x = item.letter
     return {
@@ -73,6 +82,7 @@ def _summary(item: Listed) -> dict[str, Any]:
         "dead_lettered_at": when(x.at),
         "consumer": x.consumer,
         "reason": x.reason,
+        "document": _document(x.key),
         "origin": x.header("govindex-dlq-origin"),
         "event_id": x.event_id,
         "type": x.header("ce_type"),
@@ -95,7 +105,8 @@ def list_command(
     """Dead letters, oldest first, with why they failed and what a redrive did with them.
 
     Each dead letter's position (PARTITION:OFFSET, for `govindex dlq show`), when and by
-    which consumer it was dead-lettered, the reason, its redrives and the error.
+    which consumer it was dead-lettered, the reason, the document it is about (the record's
+    key: tenant/source/doc), its redrives and the error.
 
         govindex dlq list
         govindex dlq list --reason unknown_source --since 2025-03-01T00:00:00Z --json
@@ -111,9 +122,19 @@ def list_command(
         for row in rows:
             console.print(json.dumps(row), soft_wrap=True)
         return 0
-    header = ["position", "dead-lettered", "consumer", "reason", "redrives", "handled", "error"]
-    keys = ["position", "dead_lettered_at", "consumer", "reason", "redrives", "handled"]
-    print_table(header, ([*(str(r[k]) for k in keys), str(r["error"])[:80]] for r in rows))
+    header = [
+        "position",
+        "dead-lettered",
+        "consumer",
+        "reason",
+        "document",
+        "redrives",
+        "handled",
+        "error",
+    ]
+    keys = ["position", "dead_lettered_at", "consumer", "reason", "document", "redrives"]
+    keys.append("handled")
+    print_table(header, ([*(str(r[k]) for k in keys), str(r["error"])[:60]] for r in rows))
     return 0
 
 
