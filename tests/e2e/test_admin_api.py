@@ -57,6 +57,8 @@ def test_jobs_are_run_and_steered_over_http_behind_the_admin_token(running: Path
     assert call(stack, "GET", "/v1/jobs", token=None)[0] == 401
     assert call(stack, "GET", "/v1/jobs", token="x" * 32)[0] == 401
     assert call(stack, "GET", "/healthz", token=None) == (200, {"ok": True})
+    assert call(stack, "GET", "/livez", token=None) == (200, {"ok": True})
+    assert call(stack, "GET", "/readyz", token=None) == (200, {"ok": True})
 
     since = datetime.now(UTC).isoformat()
     poison(stack, "ghost", range(10))

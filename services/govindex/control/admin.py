@@ -7,7 +7,8 @@
     POST /v1/jobs/{id}/pause|cancel     after its current step
     POST /v1/jobs/{id}/resume           continue it here, from its checkpoint: 202
     POST /v1/jobs/{id}/rate             {"rate": N} or {"rate": null} (unlimited)
-    GET  /healthz
+    GET  /healthz, /livez               live (the event loop answers), without the token
+    GET  /readyz                        ready while PostgreSQL and the broker answer
     GET  /openapi.json, /docs           the contract (OpenAPI 3.1), without the token
 
 The same jobs as the CLI, with the same arguments, recorded in the same table; a job
@@ -47,7 +48,7 @@ BODY_MAX = 64 * 1024  # a job request is a few hundred bytes
 MAX_RATE = 1_000_000.0  # items per second; also keeps inf (JSON 1e400) out
 MAX_ID = 2**63 - 1  # job ids are Postgres bigints
 # What answers without the token: the probe and the contract.
-_PUBLIC = frozenset({"/healthz", *CONTRACT_PATHS})
+_PUBLIC = frozenset({"/healthz", "/livez", "/readyz", *CONTRACT_PATHS})
 
 # Items per second, bounded; JSON numbers only (strict), an integer is a rate too.
 Rate = Annotated[float, Field(gt=0, le=MAX_RATE)]
@@ -213,8 +214,18 @@ def build_admin_app(rt: Runtime, token: str, tasks: set[asyncio.Task[Job]]) -> w
     async def healthz(request: web.Request) -> web.Response:
         return web.json_response({"ok": True})
 
+    async def readyz(request: web.Request) -> web.Response:
+        from govindex.control.health import readiness
+
+        down = await readiness(rt, ())  # jobs need PostgreSQL and the broker
+        if down:
+            return web.json_response({"ok": False, "down": down}, status=503)
+        return web.json_response({"ok": True})
+
     app = web.Application(middlewares=[_guard(token)])
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/livez", healthz)
+    app.router.add_get("/readyz", readyz)
     app.router.add_get("/v1/jobs", jobs)
     app.router.add_post("/v1/jobs", start)
     app.router.add_get("/v1/jobs/{job_id}", show)

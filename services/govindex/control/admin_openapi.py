@@ -109,6 +109,25 @@ def _built(start: type[BaseModel], rate: type[BaseModel], max_id: int, operator_
                 "responses": {"200": answer("Live", s.of("Readiness", "serialization"))},
             }
         },
+        "/livez": {
+            "get": {
+                "operationId": "livez",
+                "summary": "Live while the event loop answers (no I/O)",
+                "security": [],
+                "responses": {"200": answer("Live", s.of("Readiness", "serialization"))},
+            }
+        },
+        "/readyz": {
+            "get": {
+                "operationId": "readyz",
+                "summary": "Ready while PostgreSQL and the broker answer",
+                "security": [],
+                "responses": {
+                    "200": answer("Ready", s.of("Readiness", "serialization")),
+                    "503": answer("What is down, and why", s.of("Readiness", "serialization")),
+                },
+            }
+        },
         "/v1/jobs": {
             "get": _operation(
                 s,
