@@ -47,6 +47,15 @@ async def cdc_groups(rt: Runtime) -> list[tuple[str, str]]:
     ]
 
 
+def _records(bootstrap: str, topic: str, security: KafkaSecurity = PLAINTEXT) -> int:
+    """How many records a topic holds (the sum of its partitions' end offsets)."""
+    reader = OffsetReader(bootstrap, security)
+    try:
+        return sum(reader.end_offsets(topic).values())
+    finally:
+        reader.close()
+
+
 def _lag(
     bootstrap: str, groups: list[tuple[str, str]], security: KafkaSecurity = PLAINTEXT
 ) -> list[tuple[str, str, int, int, float]]:
@@ -88,6 +97,14 @@ async def sample_forever(rt: Runtime, kinds: Sequence[str], stop: asyncio.Event)
             if feeds:
                 m.LAG_RECORDS.labels(cdc, "cdc", "all").set(behind)
                 m.LAG_SECONDS.labels(cdc, "cdc", "all").set(oldest)
+            m.QUARANTINED.set(
+                await asyncio.to_thread(
+                    _records,
+                    rt.servers.kafka_bootstrap,
+                    rt.settings.topics.quarantine,
+                    rt.kafka_security,
+                )
+            )
             sample = await gauges.sample()
             m.OUTBOX_PENDING.set(sample["outbox_pending"])
             m.OUTBOX_OLDEST.set(sample["outbox_oldest_s"])

@@ -52,6 +52,10 @@ def consumer_label(consumer: str) -> str:
     return consumer.split(":", 1)[0]
 
 
+QUARANTINED = Gauge(
+    "govindex_quarantine_records",
+    "Dead letters moved to the quarantine topic after every redrive failed (kept, never consumed).",
+)
 EMBEDDING_DEFERRED = Counter(
     "govindex_embedding_deferred_chunks",
     "Chunks committed without a model's vectors because it failed or was slow, by model.",
