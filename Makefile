@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck check schemas bench bench-formats bench-purge bench-emission bench-throughput eval-readpath eval-packs eval-facts clean up docs
+.PHONY: demo test lint typecheck check schemas bench bench-formats bench-dense bench-purge bench-emission bench-throughput eval-readpath eval-packs eval-facts clean up docs
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,10 @@ bench-throughput: $(STAMP)
 
 bench-emission: $(STAMP)
 	$(BIN)/python bench/emission.py
+
+# Dense retrieval on pgvector against the in-process ranking (docs/benchmarks/dense.md).
+bench-dense: $(STAMP)
+	$(BIN)/python bench/dense.py
 
 eval-readpath: $(STAMP)
 	$(BIN)/python bench/eval_readpath.py

@@ -349,6 +349,13 @@ class Settings(BaseSettings):
         description="Candidates pgvector's HNSW search keeps (hnsw.ef_search): higher finds "
         "more of the true nearest chunks, slower.",
     )
+    vector_index_build_memory: str = Field(
+        default="1GB",
+        pattern=r"^[1-9][0-9]{0,5}(kB|MB|GB)$",
+        description="PostgreSQL's maintenance_work_mem while a model generation's HNSW index "
+        "is built (about 1.3 KB per 256-dimension vector keeps the graph in memory; past it "
+        "the build goes to disk, about ten times slower).",
+    )
     dense_max_scan_tuples: int = Field(
         default=20_000,
         ge=1_000,

@@ -219,7 +219,7 @@ class Runtime:
 
     @cached_property
     def vectors(self) -> PostgresVectorStore:
-        return PostgresVectorStore(self.pool)
+        return PostgresVectorStore(self.pool, build_memory=self.settings.vector_index_build_memory)
 
     @cached_property
     def audit(self) -> ReadAudit:

@@ -283,9 +283,12 @@ class PostgresReadSnapshot:
         dense = self._dense
         if dense is None or not text.strip():
             return []
+        # The relaxed-order scan's first `limit` are not quite the nearest `limit`: it is
+        # asked for at least DENSE_OVERFETCH, which re-sorted hold them (docs/benchmarks).
+        fetch = max(limit, DENSE_OVERFETCH)
         # One round trip: the live generation, and this transaction's HNSW search settings.
         live = await live_generation(
-            self._conn, ef_search=max(dense.ef_search, limit), max_scan=dense.max_scan_tuples
+            self._conn, ef_search=max(dense.ef_search, fetch), max_scan=dense.max_scan_tuples
         )
         embedder = next(
             (
@@ -313,11 +316,12 @@ class PostgresReadSnapshot:
                 live.rows("cv"),
                 sql.SQL(" ORDER BY "),
                 distance,
-                sql.SQL(" LIMIT %(limit)s) AS near ORDER BY similarity DESC, chunk_id"),
+                sql.SQL(" LIMIT %(fetch)s) AS near ORDER BY similarity DESC, chunk_id"),
+                sql.SQL(" LIMIT %(limit)s"),
             ]
         )
         cur = await self._conn.execute(
-            statement, admission_params(access, filters, query=query, limit=limit)
+            statement, admission_params(access, filters, query=query, fetch=fetch, limit=limit)
         )
         # Below the floor a static model's neighbours are noise, not paraphrases.
         return [row[0] for row in await cur.fetchall() if row[1] >= dense.min_similarity]
@@ -534,6 +538,9 @@ class PostgresReadSnapshot:
         )
         row = await cur.fetchone()
         return None if row is None or row[0] is None else int(row[0])
+
+
+DENSE_OVERFETCH = 50  # candidates the HNSW scan returns at least, before the exact re-sort
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,8 @@ log = structlog.get_logger(__name__)
 # Only one session creates a generation's index at a time (readers and indexers start
 # together).
 _GENERATION_LOCK = 0x60F1DF
-# The HNSW graph's shape: pgvector's defaults, which gave recall 0.98 at ef_search 40 on
-# 100,000 WordLlama vectors (docs/benchmarks/dense.md).
+# The HNSW graph's shape: pgvector's defaults (recall per filter and ef_search on 100,000
+# and 500,000 WordLlama vectors: docs/benchmarks/dense.md).
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
 
@@ -114,8 +114,9 @@ class PostgresVectorStore:
     """Implements VectorStore: which chunks lack a model's vector, storing them, and the
     model generations."""
 
-    def __init__(self, pool: AsyncConnectionPool) -> None:
+    def __init__(self, pool: AsyncConnectionPool, *, build_memory: str = "1GB") -> None:
         self._pool = pool
+        self._build_memory = build_memory  # maintenance_work_mem while an index is built
 
     async def missing(self, embedder: str, version: str, limit: int) -> list[tuple[str, str]]:
         async with transaction(self._pool) as conn:
@@ -240,6 +241,11 @@ class PostgresVectorStore:
                     "VALUES (%s, %s, %s, 'building')",
                     (embedder, version, dims),
                 )
+            # The graph is built in memory while it fits: past maintenance_work_mem the build
+            # goes on disk, 9.6 times slower at 500,000 vectors (docs/benchmarks/dense.md).
+            await conn.execute(
+                "SELECT set_config('maintenance_work_mem', %s, true)", (self._build_memory,)
+            )
             await conn.execute(_index_ddl(generation))
             await conn.execute(
                 "UPDATE vector_generations SET state = 'live', live_at = now() WHERE "
