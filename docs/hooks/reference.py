@@ -26,11 +26,6 @@ PARSERS_MARKER = "<!-- generated: parsers -->"
 MODEL_MARKER = re.compile(r"<!-- generated: model ([A-Za-z_][\w.]*) -->")
 ENV_PREFIX = "GOVINDEX_"
 
-# kafka-python loads its protocol schemas through the legacy importlib.resources API when
-# the CLI is imported (the same filter as the test suite's, in pyproject.toml).
-warnings.filterwarnings(
-    "ignore", message="(read_text|open_text) is deprecated", category=DeprecationWarning
-)
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:

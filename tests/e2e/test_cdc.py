@@ -7,13 +7,12 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from kafka import KafkaProducer
 from prometheus_client import REGISTRY
 
-from govindex.adapters.kafka import ensure_topics
+from govindex.adapters.kafka import KafkaEventPublisher, ensure_topics
 from govindex.control.status import collect_status
 from govindex.core import events
-from tests.support.cdc import DEBEZIUM_SHAPE, Cdc
+from tests.support.cdc import DEBEZIUM_SHAPE, Cdc, debezium
 from tests.support.pipeline import Pipeline, query, until
 
 pytestmark = pytest.mark.e2e
@@ -144,7 +143,7 @@ async def _scenario(p: Pipeline, cdc: Cdc, source: str) -> None:
     await cdc.sql("DELETE FROM runbooks WHERE id = 5")
     await cdc.ship(hold_back=1)
     (lost_key, _lost_delete) = cdc.kept.pop()
-    cdc.producer.send(cdc.topic, key=lost_key, value=None)
+    cdc.producer.publish(cdc.topic, debezium(lost_key, None))
     cdc.producer.flush()
     await settle(p, source, {"public.runbooks/1"})
 
@@ -187,11 +186,10 @@ async def test_a_cdc_source_registered_after_the_worker_started_is_picked_up(
         "source": {"connector": "postgresql", "table": "late", "lsn": 1000, "ts_ms": 1e12},
         "ts_ms": 1e12,
     }
-    producer = KafkaProducer(bootstrap_servers=p.settings.kafka_bootstrap)
-    try:
-        producer.send(topic, key=json.dumps({"id": 7}).encode(), value=json.dumps(change).encode())
+    with KafkaEventPublisher(p.settings.kafka_bootstrap) as producer:
+        producer.publish(
+            topic, debezium(json.dumps({"id": 7}).encode(), json.dumps(change).encode())
+        )
         producer.flush()
-    finally:
-        producer.close()
     await settle(p, source, {"public.late/7"})
     assert len(await query(p, "signing keys quarterly")) == 1

@@ -6,9 +6,10 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from kafka import KafkaProducer
 
+from govindex.adapters.kafka import KafkaEventPublisher
 from govindex.core import events
+from govindex.core.envelope import KafkaRecord
 from govindex.core.hashing import sha256_hex
 from tests.support.pipeline import Pipeline
 
@@ -33,10 +34,8 @@ async def test_binary_and_structured_mode_events_from_a_raw_producer_are_both_in
 ) -> None:
     p = pipeline
     assert p.settings.kafka_bootstrap
-    producer = KafkaProducer(bootstrap_servers=p.settings.kafka_bootstrap)
     binary_text, structured_text = "# Binary\nsent as headers\n", "# Structured\nsent whole\n"
-    producer.send(
-        p.settings.topics.documents,
+    binary = KafkaRecord(
         key=f"{p.tenant}/{p.source}/binary.md".encode(),
         value=json.dumps(_data(p, "binary.md", binary_text)).encode(),
         headers=[
@@ -49,8 +48,7 @@ async def test_binary_and_structured_mode_events_from_a_raw_producer_are_both_in
             ("ce_sequence", b"1"),
         ],
     )
-    producer.send(
-        p.settings.topics.documents,
+    structured = KafkaRecord(
         key=f"{p.tenant}/{p.source}/structured.md".encode(),
         value=json.dumps(
             {
@@ -65,8 +63,11 @@ async def test_binary_and_structured_mode_events_from_a_raw_producer_are_both_in
         ).encode(),
         headers=[("content-type", b"application/cloudevents+json; charset=utf-8")],
     )
-    producer.flush()
-    producer.close()
+    # A plain producer of its own, not the pipeline's: what any CloudEvents producer is.
+    with KafkaEventPublisher(p.settings.kafka_bootstrap) as producer:
+        producer.publish(p.settings.topics.documents, binary)
+        producer.publish(p.settings.topics.documents, structured)
+        producer.flush()
     await p.wait_processed(["raw-binary-1", "raw-structured-1"])
     texts = {row["doc_id"]: row["text"] for row in await p.pg_chunks()}
     assert texts == {"binary.md": binary_text, "structured.md": structured_text}

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaAdminClient
+from aiokafka.admin import AIOKafkaAdminClient
 
 from govindex.adapters.kafka import ensure_topics
 from govindex.control.status import collect_status, render_status
@@ -134,11 +134,13 @@ async def test_pending_events_are_republished_when_the_broker_lost_its_log(
 
     # The broker loses its log: the topics are deleted and come back empty.
     assert p.settings.kafka_bootstrap
-    admin = KafkaAdminClient(bootstrap_servers=p.settings.kafka_bootstrap)
+    admin = AIOKafkaAdminClient(bootstrap_servers=p.settings.kafka_bootstrap)
+    await admin.start()
     try:
-        admin.delete_topics(p.settings.topics.all())
+        deleted = await admin.delete_topics(p.settings.topics.all())
     finally:
-        admin.close()
+        await admin.close()
+    assert [(t, code) for t, code in deleted.topic_error_codes if code] == []
     await asyncio.sleep(1.0)
     ensure_topics(p.settings.kafka_bootstrap, p.settings.topics.all(), p.settings.partitions)
     assert read_topic(p.settings.kafka_bootstrap, p.settings.topics.documents) == []

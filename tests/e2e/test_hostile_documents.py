@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka.partitioner.default import murmur2
+from aiokafka.partitioner import murmur2
 
 from govindex.core.deadletters import ERROR_HEADER, REASON_HEADER
 from tests.support.pipeline import V1, Pipeline, event_id_of, read_topic

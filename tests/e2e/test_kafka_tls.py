@@ -154,7 +154,7 @@ async def test_a_client_without_the_ca_is_refused_promptly(
         await asyncio.wait_for(publisher.start(), 30)
     assert "CERTIFICATE_VERIFY_FAILED" in caplog.text
 
-    # kafka-python with no CA file: the system's CAs, which do not know the test CA either.
+    # The blocking clients with no CA file: the system's CAs, which do not know the test CA.
     caplog.clear()
     from govindex.adapters.kafka import OffsetReader
 
@@ -165,7 +165,7 @@ async def test_a_client_without_the_ca_is_refused_promptly(
         finally:
             reader.close()
 
-    with pytest.raises(Exception):  # noqa: B017 - kafka-python: no broker it could trust
+    with pytest.raises(Exception):  # noqa: B017 - the client's own error: no broker it could trust
         await asyncio.wait_for(asyncio.to_thread(read), 120)
     assert "CERTIFICATE_VERIFY_FAILED" in caplog.text or "certificate" in caplog.text.lower()
 

@@ -6,8 +6,9 @@ import json
 from typing import Any
 
 import psycopg
-from kafka import KafkaProducer
 
+from govindex.adapters.kafka import KafkaEventPublisher
+from govindex.core.envelope import KafkaRecord
 from tests.support.pipeline import Pipeline
 
 # Row-level triggers write each change in Debezium's envelope (before, after, source with the
@@ -57,13 +58,10 @@ def ship_rows(dsn: str, bootstrap: str, topic: str, after_id: int = 0) -> int:
         rows = conn.execute(
             "SELECT id, key, value FROM cdc_outbox WHERE id > %s ORDER BY id", (after_id,)
         ).fetchall()
-    producer = KafkaProducer(bootstrap_servers=bootstrap)
-    try:
+    with KafkaEventPublisher(bootstrap) as producer:
         for _id, key, value in rows:
-            producer.send(topic, key=_json(key), value=_json(value))
+            producer.publish(topic, debezium(_json(key), _json(value)))
         producer.flush()
-    finally:
-        producer.close()
     return int(rows[-1][0]) if rows else after_id
 
 
@@ -71,11 +69,17 @@ def _json(value: Any) -> bytes | None:
     return json.dumps(value).encode() if value is not None else None
 
 
+def debezium(key: bytes | None, value: bytes | None) -> KafkaRecord:
+    """A record as Debezium sends it: key and value, no headers; a null value is Kafka's
+    tombstone (which `KafkaRecord`, made for events, does not spell)."""
+    return KafkaRecord(key=key, value=value, headers=[])  # type: ignore[arg-type]
+
+
 class Cdc:
     def __init__(self, p: Pipeline, topic: str) -> None:
         assert p.settings.kafka_bootstrap
         self.p, self.topic = p, topic
-        self.producer = KafkaProducer(bootstrap_servers=p.settings.kafka_bootstrap)
+        self.producer = KafkaEventPublisher(p.settings.kafka_bootstrap)
         self.shipped = 0
         self.kept: list[tuple[bytes | None, bytes | None]] = []
 
@@ -106,13 +110,13 @@ class Cdc:
             if n >= len(rows) - hold_back:
                 self.kept.append((k, v))
                 continue
-            self.producer.send(self.topic, key=k, value=v)
+            self.producer.publish(self.topic, debezium(k, v))
             if tombstones and value["op"] == "d":
-                self.producer.send(self.topic, key=k, value=None)
+                self.producer.publish(self.topic, debezium(k, None))
         self.producer.flush()
 
     def replay_kept(self) -> None:
         for k, v in self.kept:
-            self.producer.send(self.topic, key=k, value=v)
+            self.producer.publish(self.topic, debezium(k, v))
         self.producer.flush()
         self.kept.clear()

@@ -10,13 +10,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from kafka import KafkaConsumer, TopicPartition
 from opensearchpy import OpenSearch
 
-from govindex.adapters.kafka import KafkaEventPublisher, OffsetReader
+from govindex.adapters.kafka import KafkaEventPublisher, OffsetReader, TopicScanner
 from govindex.control.workers import Workers
 from govindex.core import events
-from govindex.core.envelope import KafkaRecord, encode_document_event
+from govindex.core.envelope import KafkaRecord, TopicRecord, encode_document_event
+from govindex.core.errors import TransientError
 from govindex.core.events import DocumentChanged, DocumentDeleted
 from govindex.core.hashing import sha256_hex
 from govindex.core.records import SourceManifest
@@ -216,7 +216,7 @@ class Pipeline:
             assert _ts(doc["valid_to"]) == row["valid_to"]
             assert _ts(doc["superseded_at"]) == row["superseded_at"]
 
-    def dead_letters(self) -> list[Any]:
+    def dead_letters(self) -> list[TopicRecord]:
         assert self.settings.kafka_bootstrap
         return read_topic(self.settings.kafka_bootstrap, self.settings.topics.dead_letters)
 
@@ -233,27 +233,17 @@ def event_id_of(record: KafkaRecord) -> str:
     return dict(record.headers)["ce_id"].decode()
 
 
-def read_topic(bootstrap: str, topic: str, timeout_ms: int = 3000) -> list[Any]:
-    """Every record of a topic, read with manual assignment (no group join)."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    try:
-        parts = consumer.partitions_for_topic(topic) or set()
-        tps = [TopicPartition(topic, p) for p in parts]
-        if not tps or not any(consumer.end_offsets(tps).values()):
-            return []  # empty: no need to wait out a poll
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        records: list[Any] = []
-        deadline = time.monotonic() + timeout_ms / 1000
-        while time.monotonic() < deadline:
-            batch = consumer.poll(timeout_ms=300)
-            if not batch and records:
-                break
-            for recs in batch.values():
-                records.extend(recs)
-        return records
-    finally:
-        consumer.close()
+def read_topic(bootstrap: str, topic: str) -> list[TopicRecord]:
+    """Every record of a topic (none: the topic does not exist), partition after partition,
+    read with manual assignment (no group join) up to the end the broker holds now."""
+    with TopicScanner(bootstrap) as scanner:
+        try:
+            first, end = scanner.bounds(topic)
+        except TransientError as exc:
+            if "does not exist" in str(exc):
+                return []
+            raise
+        return list(scanner.read(topic, first, end))
 
 
 def git(repo: Path, *args: str, when: str | None = None) -> str:

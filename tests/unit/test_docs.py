@@ -225,16 +225,21 @@ def test_the_producer_example_writes_an_event_the_indexer_accepts(
     class Producer:
         def __init__(self, **config: Any) -> None:
             assert config.get("acks") == "all"
+            self.started = False
 
-        def send(self, topic: str, **record: Any) -> None:
+        async def start(self) -> None:
+            self.started = True
+
+        async def send_and_wait(self, topic: str, **record: Any) -> None:
+            assert self.started
             sent.append({"topic": topic, **record})
 
-        def flush(self) -> None:
+        async def stop(self) -> None:
             pass
 
-    fake = types.ModuleType("kafka")
-    fake.KafkaProducer = Producer  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "kafka", fake)
+    fake = types.ModuleType("aiokafka")
+    fake.AIOKafkaProducer = Producer  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "aiokafka", fake)
     source = titled(DOCS / "sources" / "cloudevents.md", "producer.py")
     exec(compile(source, "producer.py", "exec"), {})  # our own docs' example, Kafka faked
     (record,) = sent

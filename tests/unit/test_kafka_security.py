@@ -1,6 +1,6 @@
 """Kafka and OpenSearch security settings: what is refused, the exact options each client
 library receives, and that every client the adapters build gets them (built, not
-connected: kafka-python and aiokafka connect on first use or `start()`)."""
+connected: aiokafka connects on `start()`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from govindex.adapters import kafka as sync_kafka
+import govindex.adapters.kafka as sync_kafka
+import govindex.adapters.kafka_blocking as kafka_clients
 from govindex.adapters.faststream import new_broker
 from govindex.adapters.kafka_async import AsyncKafkaPublisher
 from govindex.adapters.kafka_lanes import LanePolicy, PartitionLanes
@@ -20,13 +21,12 @@ from govindex.adapters.kafka_security import (
     PLAINTEXT,
     FileTokenProvider,
     KafkaSecurity,
-    SyncFileTokenProvider,
     aiokafka_options,
     faststream_options,
-    kafka_python_options,
 )
 from govindex.adapters.opensearch import OpenSearchIndex, OpenSearchSecurity
 from govindex.adapters.opensearch.client import MissingAwsExtra, client_options
+from govindex.core.errors import TransientError
 from govindex.core.settings import Settings
 
 SERVICES = Path(__file__).resolve().parents[2] / "services"
@@ -182,7 +182,6 @@ def test_secrets_stay_out_of_repr() -> None:
 
 def test_plaintext_options() -> None:
     assert aiokafka_options(PLAINTEXT) == {"security_protocol": "PLAINTEXT"}
-    assert kafka_python_options(PLAINTEXT) == {"security_protocol": "PLAINTEXT"}
     assert faststream_options(PLAINTEXT) == {"security": None}
 
 
@@ -194,14 +193,6 @@ def test_ssl_options(pem: Path) -> None:
     context = a["ssl_context"]
     assert isinstance(context, ssl.SSLContext)
     assert context.verify_mode == ssl.CERT_REQUIRED and not context.check_hostname
-    assert kafka_python_options(sec) == {
-        "security_protocol": "SSL",
-        "ssl_check_hostname": False,
-        "ssl_cafile": str(pem),
-        "ssl_certfile": None,
-        "ssl_keyfile": None,
-        "ssl_password": None,
-    }
     f = faststream_options(sec)["security"]
     assert type(f).__name__ == "BaseSecurity" and f.use_ssl
     assert isinstance(f.ssl_context, ssl.SSLContext)
@@ -232,14 +223,6 @@ def test_sasl_password_options(
         "sasl_plain_password": "pw",
     }
     assert ("ssl_context" in a) == (protocol == "SASL_SSL")
-    k = kafka_python_options(sec)
-    assert k["security_protocol"] == protocol
-    assert (k["sasl_mechanism"], k["sasl_plain_username"], k["sasl_plain_password"]) == (
-        mechanism,
-        "svc",
-        "pw",
-    )
-    assert ("ssl_cafile" in k) == (protocol == "SASL_SSL")
     f = faststream_options(sec)["security"]
     assert type(f).__name__ == faststream_class
     assert (f.username, f.password, f.use_ssl) == ("svc", "pw", protocol == "SASL_SSL")
@@ -255,17 +238,16 @@ async def test_oauthbearer_reads_the_token_file_each_time(tmp_path: Path) -> Non
     provider = a["sasl_oauth_token_provider"]
     assert isinstance(provider, FileTokenProvider)
     assert a["sasl_mechanism"] == "OAUTHBEARER" and "sasl_plain_username" not in a
-    sync = kafka_python_options(sec)["sasl_oauth_token_provider"]
-    assert isinstance(sync, SyncFileTokenProvider)
     f = faststream_options(sec)
     assert type(f["security"]).__name__ == "SASLOAuthBearer"
-    assert isinstance(f["sasl_oauth_token_provider"], FileTokenProvider)
-    assert await provider.token() == "first" and sync.token() == "first"
+    fs_provider = f["sasl_oauth_token_provider"]
+    assert isinstance(fs_provider, FileTokenProvider)
+    assert await provider.token() == "first" and await fs_provider.token() == "first"
     token.write_text("rotated")  # the kubelet rewrote the projected token
-    assert await provider.token() == "rotated" and sync.token() == "rotated"
+    assert await provider.token() == "rotated" and await fs_provider.token() == "rotated"
     token.write_text("")
     with pytest.raises(ValueError, match="is empty"):
-        sync.token()
+        await provider.token()
 
 
 # --- every client the adapters build gets them -----------------------------------------
@@ -281,13 +263,6 @@ def sasl_ssl(pem: Path) -> KafkaSecurity:
     )
 
 
-def assert_kafka_python(config: dict[str, Any], pem: Path) -> None:
-    assert config["security_protocol"] == "SASL_SSL"
-    assert config["sasl_mechanism"] == "SCRAM-SHA-512"
-    assert (config["sasl_plain_username"], config["sasl_plain_password"]) == ("svc", "pw")
-    assert config["ssl_cafile"] == str(pem)
-
-
 def assert_aiokafka(client: Any) -> None:
     inner = getattr(client, "_client", None) or client.client  # consumer, producer
     assert inner._security_protocol == "SASL_SSL"
@@ -296,47 +271,58 @@ def assert_aiokafka(client: Any) -> None:
     assert isinstance(inner._ssl_context, ssl.SSLContext)
 
 
-def test_kafka_python_clients_get_the_options(pem: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Clients that connect in their constructor are built against a recorder of their
-    keyword arguments; the rest are built for real and their `.config` read."""
+def test_blocking_clients_get_the_options(pem: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every aiokafka client the blocking adapters build (admin, consumers, producer) is
+    built for real with the options, through a spy that keeps it and skips `start()`; the
+    clients built on demand (the lag's admin, `commit_as_member`'s group consumer) come
+    from the same builders as those of `GroupOffsets`, and are reached here too."""
     sec = sasl_ssl(pem)
-    seen: list[tuple[str, dict[str, Any]]] = []
+    seen: list[tuple[str, dict[str, Any], Any]] = []
 
-    def recorder(name: str) -> Any:
-        class Recorded:
-            def __init__(self, **kw: Any) -> None:
-                seen.append((name, kw))
-                self.config = kw
+    def spy(real: Any) -> Any:
+        def build(**kw: Any) -> Any:
+            client = real(**kw)
+            seen.append((real.__name__, kw, client))
 
-            def __getattr__(self, attr: str) -> Any:
-                return lambda *a, **k: {} if attr == "describe_groups" else []
+            async def not_connected() -> None:
+                return None
 
-        return Recorded
+            client.start = not_connected
+            return client
 
-    for name in ("KafkaAdminClient", "KafkaConsumer", "KafkaProducer"):
-        monkeypatch.setattr(sync_kafka, name, recorder(name))
-    sync_kafka.ensure_topics(NOWHERE, [], 1, sec)
-    sync_kafka.TopicKeeper(NOWHERE, sec)._client()
-    sync_kafka.KafkaEventPublisher(NOWHERE, sec)
-    reader = sync_kafka.OffsetReader(NOWHERE, sec)
-    reader.lag("t", "g")
-    sync_kafka.TopicScanner(NOWHERE, sec)
+        return build
+
+    for name in ("AIOKafkaAdminClient", "AIOKafkaConsumer", "AIOKafkaProducer"):
+        monkeypatch.setattr(kafka_clients, name, spy(getattr(kafka_clients, name)))
+    with pytest.raises(TransientError):  # no broker to list the topics of
+        sync_kafka.ensure_topics(NOWHERE, ["t"], 1, sec)
+    keeper = sync_kafka.TopicKeeper(NOWHERE, sec)
+    with pytest.raises(TransientError):
+        keeper.states(["t"])
+    sync_kafka.KafkaEventPublisher(NOWHERE, sec).close()
+    sync_kafka.OffsetReader(NOWHERE, sec).close()
+    sync_kafka.TopicScanner(NOWHERE, sec).close()
     offsets = sync_kafka.GroupOffsets(NOWHERE, sec)
-    with pytest.raises(Exception):  # noqa: B017 - the recorder never assigns: it gives up
+    with pytest.raises(TransientError):  # never assigned: it gives up
         offsets.commit_as_member("g", "t", {0: 1}, timeout_s=0.01)
-    names = [n for n, _ in seen]
-    assert names.count("KafkaAdminClient") == 3  # ensure_topics, TopicKeeper, GroupOffsets
-    assert names.count("KafkaProducer") == 1
-    assert names.count("KafkaConsumer") == 7  # reader x2 (+lag), scanner x2, offsets x3
-    for _, kw in seen:
-        assert_kafka_python(kw, pem)
+    offsets.close()
+    names = [n for n, _, _ in seen]
+    assert names.count("AIOKafkaAdminClient") == 3  # ensure_topics, TopicKeeper, GroupOffsets
+    assert names.count("AIOKafkaProducer") == 1
+    assert names.count("AIOKafkaConsumer") == 4  # reader, scanner, offsets, offsets' member
+    for _, kw, client in seen:
+        assert kw["security_protocol"] == "SASL_SSL"
+        assert_aiokafka(client)
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "OAUTHBEARER"])
-def test_kafka_python_really_takes_the_names(mechanism: Any, pem: Path) -> None:
-    """The option names are kafka-python 3.x's: every one is a key of each client's
-    DEFAULT_CONFIG (an unknown name would raise KafkaConfigurationError)."""
-    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+def test_aiokafka_really_takes_the_names(mechanism: Any, pem: Path) -> None:
+    """The option names are aiokafka's: every one is a keyword of each client's
+    constructor (an unknown name would raise TypeError)."""
+    import inspect
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.admin import AIOKafkaAdminClient
 
     sec = KafkaSecurity(
         protocol="SASL_SSL",
@@ -344,15 +330,12 @@ def test_kafka_python_really_takes_the_names(mechanism: Any, pem: Path) -> None:
         username="svc",
         password="pw",
         oauth_token_file=pem,
-        cafile=pem,
-        certfile=pem,
-        keyfile=pem,
-        key_password="k",
+        cafile=pem,  # the client certificate and key go into the SSL context, not names
     )
-    names = set(kafka_python_options(sec))
-    assert len(names) >= 8
-    for client in (KafkaAdminClient, KafkaConsumer, KafkaProducer):
-        assert names <= set(client.DEFAULT_CONFIG), client
+    names = set(aiokafka_options(sec))
+    assert len(names) >= 4
+    for client in (AIOKafkaAdminClient, AIOKafkaConsumer, AIOKafkaProducer):
+        assert names <= set(inspect.signature(client).parameters), client
 
 
 async def test_aiokafka_clients_get_the_options(pem: Path) -> None:
@@ -386,7 +369,7 @@ async def test_faststream_broker_gets_the_options(pem: Path) -> None:
 
 async def test_defaults_stay_plaintext() -> None:
     """Tests and tools build the adapters with a bootstrap only: PLAINTEXT, as before."""
-    consumer_kw = kafka_python_options(PLAINTEXT)
+    consumer_kw = aiokafka_options(PLAINTEXT)
     assert consumer_kw == {"security_protocol": "PLAINTEXT"}
     publisher = AsyncKafkaPublisher(NOWHERE)
     assert publisher._producer.client._security_protocol == "PLAINTEXT"
@@ -446,10 +429,11 @@ def test_sigv4_without_botocore_names_the_extra() -> None:
 
 
 CONSTRUCTORS = re.compile(
-    r"\b(KafkaAdminClient|KafkaConsumer|KafkaProducer|AIOKafkaProducer|AIOKafkaConsumer|"
+    r"\b(KafkaAdminClient|KafkaConsumer|KafkaProducer|AIOKafkaAdminClient|AIOKafkaProducer|"
+    r"AIOKafkaConsumer|"
     r"KafkaBroker|AsyncOpenSearch|OpenSearch)\("
 )
-MARKERS = ("kafka_python_options(", "aiokafka_options(", "faststream_options(", "**options")
+MARKERS = ("aiokafka_options(", "faststream_options(", "**options")
 
 
 def test_no_client_is_built_without_the_security_options() -> None:

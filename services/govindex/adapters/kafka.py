@@ -1,28 +1,55 @@
-"""Synchronous Kafka clients (kafka-python) where a blocking client is the right tool.
+"""Synchronous Kafka clients where a blocking client is the right tool, on aiokafka.
 
-Topic creation at bootstrap, offset reads for `govindex status` (manual assignment, never a
-group join), and `KafkaEventPublisher`, the plain producer that tests and benchmarks use to
-play an outside producer. Workers and commands publish through the async publisher
-(`kafka_async`) and consume through FastStream (`faststream`).
+Topic creation at bootstrap, topic repairs after a broker lost its log, offset reads for
+`govindex status` and the metrics (manual assignment, never a group join), topic scans for
+`dlq` and `replay`, group offsets for `offsets reset`, and `KafkaEventPublisher`, the plain
+producer that tests and benchmarks use to play an outside producer. Workers and commands
+publish through the async publisher (`kafka_async`) and consume through FastStream
+(`faststream`): aiokafka is the one Kafka client library of every process.
+
+Callers are synchronous (CLI commands, threads of `asyncio.to_thread`, a test's coroutine
+calling straight through), so each object here runs its aiokafka clients on an event loop
+of its own, on a thread of its own (`_Loop`), and waits for each call with a bound.
 """
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import NewPartitions, NewTopic
-from kafka.errors import KafkaError, TopicAlreadyExistsError
+from aiokafka import TopicPartition
+from aiokafka.admin import NewPartitions, NewTopic
 
-from govindex.adapters.kafka_security import PLAINTEXT, KafkaSecurity, kafka_python_options
+from govindex.adapters.kafka_blocking import Clients
+from govindex.adapters.kafka_metadata import Described, check_created, describe_topics
+from govindex.adapters.kafka_offsets import (
+    GroupOffsets,
+    OffsetReader,
+    PartitionLag,
+    offsets_at,
+    topic_bounds,
+)
+from govindex.adapters.kafka_security import PLAINTEXT, KafkaSecurity
 from govindex.core.envelope import KafkaRecord, TopicRecord
 from govindex.core.errors import TransientError
 
 log = structlog.get_logger(__name__)
+
+__all__ = [
+    "GroupOffsets",
+    "KafkaEventPublisher",
+    "OffsetReader",
+    "PartitionLag",
+    "TopicKeeper",
+    "TopicScanner",
+    "TopicState",
+    "ensure_topics",
+    "offsets_at",
+]
 
 
 def ensure_topics(
@@ -32,31 +59,33 @@ def ensure_topics(
     security: KafkaSecurity = PLAINTEXT,
 ) -> list[str]:
     """Create missing topics; return the names created."""
-    try:
-        admin = KafkaAdminClient(
-            bootstrap_servers=bootstrap,
-            client_id="govindex-admin",
-            **kafka_python_options(security),
-        )
-    except KafkaError as exc:
-        raise TransientError(f"cannot reach Kafka at {bootstrap}: {exc}") from exc
-    try:
-        existing = set(admin.list_topics())
-        missing = [name for name in topics if name not in existing]
+    names = list(topics)
+
+    async def ensure() -> list[str]:
+        admin = await kafka.admin()
+        existing = set(await admin.list_topics())
+        missing = [name for name in names if name not in existing]
         if missing:
-            # Another process may have created them since we listed: that is fine.
-            with contextlib.suppress(TopicAlreadyExistsError):
-                admin.create_topics(
+            check_created(
+                await admin.create_topics(
                     [NewTopic(name, partitions, 1) for name in missing], timeout_ms=10_000
                 )
+            )
         return missing
+
+    kafka = Clients(bootstrap, security, "govindex-admin")
+    try:
+        return kafka.run(ensure(), what=f"cannot create topics on {bootstrap}")
     finally:
-        admin.close()
+        kafka.close()
 
 
 @dataclass(frozen=True)
 class TopicState:
-    """What the broker holds of one topic: its id (None: missing) and partition count."""
+    """What the broker holds of one topic: its id (None: missing) and partition count.
+
+    The id is "" for a topic of a broker that keeps no topic ids (Metadata before v10):
+    there a lost log shows only as a missing topic or missing partitions."""
 
     topic_id: str | None
     partitions: int
@@ -69,98 +98,122 @@ class TopicKeeper:
     as missing, or with no partitions, or under a new topic id once a client re-created it
     by auto-creation. Repairs only ever add: a missing topic is created and a topic with
     fewer partitions than wanted grows; nothing is deleted (an operator may have given a
-    topic more partitions on purpose). A blocking client: call it from a thread.
+    topic more partitions on purpose). A blocking client: call it from a thread. Its
+    client (and loop thread) is made on first use and dropped on an error, so the next
+    check starts afresh against what may be a new broker process.
     """
 
     def __init__(self, bootstrap: str, security: KafkaSecurity = PLAINTEXT) -> None:
         self._bootstrap = bootstrap
         self._security = security
-        self._admin: KafkaAdminClient | None = None
+        self._kafka: Clients | None = None
 
-    def _client(self) -> KafkaAdminClient:
-        if self._admin is None:
-            try:
-                self._admin = KafkaAdminClient(
-                    bootstrap_servers=self._bootstrap,
-                    client_id="govindex-topics",
-                    request_timeout_ms=10_000,
-                    **kafka_python_options(self._security),
-                )
-            except KafkaError as exc:
-                raise TransientError(f"cannot reach Kafka at {self._bootstrap}: {exc}") from exc
-        return self._admin
+    def _client(self) -> Clients:
+        if self._kafka is None:
+            self._kafka = Clients(self._bootstrap, self._security, "govindex-topics")
+        return self._kafka
 
     def states(self, topics: Iterable[str]) -> dict[str, TopicState]:
         names = list(topics)
+        kafka = self._client()
+
+        async def describe() -> dict[str, Described]:
+            return await describe_topics((await kafka.admin())._client, names)
+
         try:
-            found = self._client().describe_topics(names)
-        except KafkaError as exc:
+            found = kafka.run(describe(), what=f"cannot describe topics on {self._bootstrap}")
+        except TransientError:
             self.close()  # a fresh client next time: the broker may be a new process
-            raise TransientError(f"cannot describe topics on {self._bootstrap}: {exc}") from exc
+            raise
         states = {name: TopicState(None, 0) for name in names}
-        for entry in found:
-            if entry.get("error_code", 0) == 0 and entry["name"] in states:
-                states[entry["name"]] = TopicState(
-                    entry.get("topic_id"), len(entry.get("partitions") or [])
-                )
+        for name, entry in found.items():
+            if entry.error_code == 0 and name in states:
+                states[name] = TopicState(entry.topic_id, len(entry.partitions))
         return states
 
     def repair(self, wanted: Mapping[str, int], states: Mapping[str, TopicState]) -> list[str]:
         """Create the missing topics and grow the short ones; return the names changed."""
-        admin = self._client()
+        kafka = self._client()
         missing = [n for n in wanted if states[n].topic_id is None or not states[n].partitions]
         short = {
             n: NewPartitions(wanted[n])
             for n in wanted
             if n not in missing and states[n].partitions < wanted[n]
         }
-        try:
+
+        async def repair() -> None:
+            admin = await kafka.admin()
             if missing:
-                with contextlib.suppress(TopicAlreadyExistsError):
-                    admin.create_topics(
+                check_created(
+                    await admin.create_topics(
                         [NewTopic(n, wanted[n], 1) for n in missing], timeout_ms=10_000
                     )
+                )
             if short:
-                admin.create_partitions(short, timeout_ms=10_000)
-        except KafkaError as exc:
+                await admin.create_partitions(short, timeout_ms=10_000)
+
+        try:
+            kafka.run(repair(), what=f"cannot repair topics on {self._bootstrap}")
+        except TransientError:
             self.close()
-            raise TransientError(f"cannot repair topics on {self._bootstrap}: {exc}") from exc
+            raise
+        if missing or short:
+            log.info("kafka.topics_repaired", created=missing, grown=sorted(short))
         return [*missing, *short]
 
     def close(self) -> None:
-        if self._admin is not None:
-            with contextlib.suppress(Exception):
-                self._admin.close()
-            self._admin = None
+        if self._kafka is not None:
+            self._kafka.close()
+            self._kafka = None
+
+
+# --- the plain producer --------------------------------------------------------------------
 
 
 class KafkaEventPublisher:
-    """A blocking producer (acks=all) for load generators and tests, never on an event loop."""
+    """A blocking producer (acks=all) for load generators and tests.
+
+    `publish` returns once the record is queued (records keep their order), `flush` once
+    the broker acknowledged every one, and raises if it refused any. It connects in its
+    constructor: a broker that cannot be reached is said there."""
 
     def __init__(self, bootstrap: str, security: KafkaSecurity = PLAINTEXT) -> None:
+        self._kafka = Clients(bootstrap, security, "govindex-cli")
+        self._pending: list[asyncio.Future[Any]] = []  # touched on the loop only
         try:
-            self._producer = KafkaProducer(
-                bootstrap_servers=bootstrap,
-                acks="all",
-                linger_ms=5,
-                max_request_size=8 * 1024 * 1024,
-                client_id="govindex-cli",
-                **kafka_python_options(security),
-            )
-        except KafkaError as exc:
-            raise TransientError(f"cannot reach Kafka at {bootstrap}: {exc}") from exc
+            self._kafka.run(self._kafka.producer())
+        except BaseException:
+            self._kafka.close()
+            raise
 
     def publish(self, topic: str, record: KafkaRecord) -> None:
-        self._producer.send(topic, key=record.key, value=record.value, headers=record.headers)
+        async def send() -> None:
+            producer = await self._kafka.producer()
+            self._pending.append(
+                await producer.send(
+                    topic, key=record.key, value=record.value, headers=record.headers
+                )
+            )
+
+        self._kafka.run(send(), what=f"Kafka did not take the event for {topic}")
 
     def flush(self, timeout: float = 30.0) -> None:
-        try:
-            self._producer.flush(timeout=timeout)
-        except KafkaError as exc:
-            raise TransientError(f"Kafka did not acknowledge the events: {exc}") from exc
+        async def flush() -> None:
+            producer = await self._kafka.producer()
+            await producer.flush()
+            pending, self._pending = self._pending, []
+            answers = await asyncio.gather(*pending, return_exceptions=True)
+            refused = [a for a in answers if isinstance(a, BaseException)]
+            if refused:
+                raise TransientError(
+                    f"Kafka did not acknowledge {len(refused)} of {len(answers)} events: "
+                    f"{refused[0]!r}"
+                )
+
+        self._kafka.run(flush(), timeout, what="Kafka did not acknowledge the events")
 
     def close(self) -> None:
-        self._producer.close(timeout=10)
+        self._kafka.close()
 
     def __enter__(self) -> KafkaEventPublisher:
         return self
@@ -169,103 +222,7 @@ class KafkaEventPublisher:
         self.close()
 
 
-@dataclass(frozen=True)
-class PartitionLag:
-    partition: int
-    end_offset: int
-    committed: int | None
-
-    @property
-    def lag(self) -> int:
-        return self.end_offset - (self.committed or 0)
-
-
-class OffsetReader:
-    """Reads end offsets and committed group offsets with manual assignment (no group join)."""
-
-    def __init__(self, bootstrap: str, security: KafkaSecurity = PLAINTEXT) -> None:
-        self._bootstrap = bootstrap
-        self._security = security
-        self._consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap,
-            enable_auto_commit=False,
-            client_id="govindex-offsets",
-            **kafka_python_options(security),
-        )
-
-    def close(self) -> None:
-        self._consumer.close()
-
-    def partitions(self, topic: str) -> list[TopicPartition]:
-        found = self._consumer.partitions_for_topic(topic) or set()
-        return [TopicPartition(topic, p) for p in sorted(found)]
-
-    def end_offsets(self, topic: str) -> dict[int, int]:
-        """True end offsets: one past the last record of each partition.
-
-        Some Kafka-compatible brokers report a batch's base offset + 1 as the high watermark;
-        reading the last batch gives the real end, and on Apache Kafka changes nothing.
-        """
-        partitions = self.partitions(topic)
-        if not partitions:
-            return {}
-        reported = self._consumer.end_offsets(partitions)
-        result: dict[int, int] = {}
-        for tp in partitions:
-            end = int(reported[tp])
-            if end > 0:
-                self._consumer.assign([tp])
-                self._consumer.seek(tp, end - 1)
-                records = self._consumer.poll(timeout_ms=2000).get(tp, [])
-                if records:
-                    end = max(end, records[-1].offset + 1)
-            result[tp.partition] = end
-        self._consumer.assign([])
-        return result
-
-    def timestamps(self, topic: str, offsets: Mapping[int, int]) -> dict[int, int]:
-        """The timestamp (ms) of the record at each given offset (absent: not readable)."""
-        found: dict[int, int] = {}
-        for partition, offset in offsets.items():
-            tp = TopicPartition(topic, partition)
-            self._consumer.assign([tp])
-            self._consumer.seek(tp, offset)
-            records = self._consumer.poll(timeout_ms=1000, max_records=1).get(tp, [])
-            if records:
-                found[partition] = int(records[0].timestamp)
-        self._consumer.assign([])
-        return found
-
-    def lag(self, topic: str, group: str) -> list[PartitionLag]:
-        ends = self.end_offsets(topic)
-        committed_consumer = KafkaConsumer(
-            bootstrap_servers=self._bootstrap,
-            group_id=group,
-            enable_auto_commit=False,
-            **kafka_python_options(self._security),
-        )
-        try:
-            out = []
-            for partition, end in sorted(ends.items()):
-                committed = committed_consumer.committed(TopicPartition(topic, partition))
-                out.append(PartitionLag(partition, end, committed))
-            return out
-        finally:
-            committed_consumer.close()
-
-
-def offsets_at(
-    consumer: KafkaConsumer, topic: str, partitions: Iterable[int], ms: int
-) -> dict[int, int | None]:
-    """The first offset whose timestamp is at or after `ms`, per partition; None when no
-    record is that late (Kafka answers offset -1, read as None; some compatible brokers
-    answer offset 0 with timestamp -1, read the same way)."""
-    query = {TopicPartition(topic, p): ms for p in partitions}
-    found = consumer.offsets_for_times(query)
-    return {
-        tp.partition: (int(v.offset) if v is not None and v.timestamp >= 0 else None)
-        for tp, v in found.items()
-    }
+# --- offsets ------------------------------------------------------------------------------
 
 
 class TopicScanner:
@@ -279,19 +236,16 @@ class TopicScanner:
         *,
         idle_timeout_s: float = 15.0,
     ) -> None:
-        self._offsets = OffsetReader(bootstrap, security)
-        self._consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap,
-            enable_auto_commit=False,
-            client_id="govindex-scan",
-            max_poll_records=500,
-            **kafka_python_options(security),
-        )
+        self._kafka = Clients(bootstrap, security, "govindex-scan")
+        try:
+            self._kafka.run(self._kafka.consumer(max_poll_records=500))
+        except BaseException:
+            self._kafka.close()
+            raise
         self._idle_timeout_s = idle_timeout_s
 
     def close(self) -> None:
-        self._consumer.close()
-        self._offsets.close()
+        self._kafka.close()
 
     def __enter__(self) -> TopicScanner:
         return self
@@ -301,32 +255,47 @@ class TopicScanner:
 
     def bounds(self, topic: str) -> tuple[dict[int, int], dict[int, int]]:
         """(first offset, end offset) of every partition: what a scan of it all covers."""
-        partitions = self._offsets.partitions(topic)
-        if not partitions:
-            raise TransientError(f"topic {topic!r} does not exist on the broker (yet)")
-        first = self._consumer.beginning_offsets(partitions)
-        return {tp.partition: int(first[tp]) for tp in partitions}, self._offsets.end_offsets(topic)
+        return self._kafka.run(
+            topic_bounds(self._kafka, topic, "does not exist on the broker (yet)")
+        )
 
     def at_time(self, topic: str, partitions: Iterable[int], ms: int) -> dict[int, int | None]:
         """The first offset whose timestamp is at or after `ms`, per partition (None:
         nothing that late)."""
-        return offsets_at(self._consumer, topic, partitions, ms)
+        wanted = list(partitions)
+
+        async def at() -> dict[int, int | None]:
+            return await offsets_at(await self._kafka.consumer(), topic, wanted, ms)
+
+        return self._kafka.run(at())
 
     def read(
         self, topic: str, start: Mapping[int, int], end: Mapping[int, int]
     ) -> Iterator[TopicRecord]:
         """Records of `topic` from `start` up to (not including) `end`, per partition in
         offset order, partitions one after another."""
+
+        async def assign(tp: TopicPartition, position: int) -> None:
+            consumer = await self._kafka.consumer()
+            consumer.assign([tp])
+            consumer.seek(tp, position)
+
+        async def poll(tp: TopicPartition) -> list[Any]:
+            got = await (await self._kafka.consumer()).getmany(tp, timeout_ms=500)
+            return list(got.get(tp, []))
+
+        async def unassign() -> None:
+            (await self._kafka.consumer()).assign([])
+
         for partition in sorted(end):
             position, stop = start.get(partition, 0), end[partition]
             if position >= stop:
                 continue
             tp = TopicPartition(topic, partition)
-            self._consumer.assign([tp])
-            self._consumer.seek(tp, position)
+            self._kafka.run(assign(tp, position))
             idle_since = time.monotonic()
             while position < stop:
-                batch = self._consumer.poll(timeout_ms=500).get(tp, [])
+                batch = self._kafka.run(poll(tp))
                 if not batch:
                     if time.monotonic() - idle_since > self._idle_timeout_s:
                         raise TransientError(
@@ -351,126 +320,4 @@ class TopicScanner:
                 else:
                     continue
                 break
-        self._consumer.assign([])
-
-
-class GroupOffsets:
-    """A consumer group's committed offsets: read, and set while the group is empty
-    (what `kafka-consumer-groups --reset-offsets` does), with manual assignment only."""
-
-    def __init__(self, bootstrap: str, security: KafkaSecurity = PLAINTEXT) -> None:
-        self._bootstrap = bootstrap
-        self._security = security
-        self._offsets = OffsetReader(bootstrap, security)
-        options = kafka_python_options(security)
-        self._admin = KafkaAdminClient(
-            bootstrap_servers=bootstrap, client_id="govindex-offsets", **options
-        )
-        self._consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap,
-            enable_auto_commit=False,
-            client_id="govindex-offsets",
-            **options,
-        )
-
-    def close(self) -> None:
-        for client in (self._consumer, self._admin):
-            with contextlib.suppress(Exception):
-                client.close()
-        self._offsets.close()
-
-    def __enter__(self) -> GroupOffsets:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def partitions(self, topic: str) -> list[int]:
-        return [tp.partition for tp in self._offsets.partitions(topic)]
-
-    def bounds(self, topic: str) -> tuple[dict[int, int], dict[int, int]]:
-        """(first, end) offset of every partition (end: one past the last record)."""
-        tps = self._offsets.partitions(topic)
-        if not tps:
-            raise TransientError(f"topic {topic!r} does not exist on the broker")
-        first = self._consumer.beginning_offsets(tps)
-        return {tp.partition: int(first[tp]) for tp in tps}, self._offsets.end_offsets(topic)
-
-    def committed(self, group: str, topic: str) -> dict[int, int | None]:
-        try:
-            found = self._admin.list_group_offsets({group: None}).get(group, {})
-        except KafkaError as exc:
-            raise TransientError(f"cannot read group {group!r} offsets: {exc}") from exc
-        return {
-            p: (int(found[tp].offset) if tp in found and found[tp].offset >= 0 else None)
-            for p in self.partitions(topic)
-            for tp in [TopicPartition(topic, p)]
-        }
-
-    def at_time(self, topic: str, partitions: Iterable[int], ms: int) -> dict[int, int | None]:
-        """The first offset at or after `ms` per partition (None: nothing that late)."""
-        return offsets_at(self._consumer, topic, partitions, ms)
-
-    def members(self, group: str) -> int | None:
-        """How many members the group has; None when the broker does not say."""
-        try:
-            described = self._admin.describe_groups([group])
-        except Exception:  # some Kafka-compatible brokers answer what kafka-python cannot read
-            return None
-        info = described.get(group) or {}
-        return len(info.get("members") or [])
-
-    def commit(self, group: str, topic: str, offsets: Mapping[int, int]) -> dict[int, str]:
-        """Set the group's offsets; per partition the broker's refusal, if any (a group with
-        live members refuses: UnknownMemberId, RebalanceInProgress and the like)."""
-        from kafka.structs import OffsetAndMetadata
-
-        wanted = {
-            TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()
-        }
-        try:
-            answer = self._admin.alter_group_offsets(group, wanted)
-        except KafkaError as exc:
-            return {p: type(exc).__name__ for p in offsets}
-        return {
-            tp.partition: getattr(error, "__name__", str(error))
-            for tp, error in answer.items()
-            if getattr(error, "__name__", "") != "NoError"
-        }
-
-    def commit_as_member(
-        self, group: str, topic: str, offsets: Mapping[int, int], timeout_s: float = 90.0
-    ) -> None:
-        """Commit by joining the group as its only member, then leaving it.
-
-        For brokers that refuse an outside commit to a group whose members have all left
-        (the embedded broker keeps such a group non-empty): only called once govindex's own
-        workers of the group are known paused. The join waits for departed members to
-        time out; it fails if anyone else is assigned a partition.
-        """
-        from kafka.structs import OffsetAndMetadata
-
-        consumer = KafkaConsumer(
-            bootstrap_servers=self._bootstrap,
-            group_id=group,
-            enable_auto_commit=False,
-            client_id="govindex-offsets-reset",
-            **kafka_python_options(self._security),
-        )
-        try:
-            consumer.subscribe([topic])
-            deadline = time.monotonic() + timeout_s
-            while not consumer.assignment():
-                if time.monotonic() > deadline:
-                    raise TransientError(f"could not join {group} within {timeout_s:.0f} s")
-                consumer.poll(timeout_ms=200, max_records=1)
-            held = {tp.partition for tp in consumer.assignment()}
-            if not set(offsets) <= held:
-                raise TransientError(
-                    f"another member of {group} holds partitions {sorted(set(offsets) - held)}"
-                )
-            consumer.commit(
-                {TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()}
-            )
-        finally:
-            consumer.close()
+        self._kafka.run(unassign())

@@ -1,9 +1,9 @@
 """How every Kafka client reaches the brokers: TLS and SASL, in one place.
 
 `KafkaSecurity` is built once from settings (`KafkaSecurity.from_settings`) and each client
-library gets its own spelling of it here: aiokafka (`aiokafka_options`: the lanes and the
-async producer), FastStream (`faststream_options`: the event-at-a-time consumers) and
-kafka-python (`kafka_python_options`: admin, offsets, topic scans, the sync producer).
+library gets its own spelling of it here: aiokafka (`aiokafka_options`: the lanes, the
+async producer, and the blocking admin, offset, scan and producer clients of `kafka`) and
+FastStream (`faststream_options`: the event-at-a-time consumers, aiokafka underneath).
 Every client the adapters build takes one of these; `PLAINTEXT` is what the embedded
 stack and the tests use.
 """
@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from aiokafka.abc import AbstractTokenProvider as AsyncTokenProvider
 from aiokafka.helpers import create_ssl_context
-from kafka.net.sasl.oauth import AbstractTokenProvider as SyncTokenProvider
 
 if TYPE_CHECKING:
     from faststream.security import BaseSecurity
@@ -45,16 +44,6 @@ class FileTokenProvider(AsyncTokenProvider):  # type: ignore[misc]  # untyped ba
         self.path = path
 
     async def token(self) -> str:
-        return read_token(self.path)
-
-
-class SyncFileTokenProvider(SyncTokenProvider):  # type: ignore[misc]  # untyped base
-    """kafka-python's OAUTHBEARER token: the same file, read the same way."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def token(self) -> str:
         return read_token(self.path)
 
 
@@ -124,7 +113,7 @@ PLAINTEXT: Final = KafkaSecurity()
 
 
 def aiokafka_options(security: KafkaSecurity) -> dict[str, Any]:
-    """Keyword arguments of `AIOKafkaProducer`/`AIOKafkaConsumer`."""
+    """Keyword arguments of `AIOKafkaProducer`, `AIOKafkaConsumer` and `AIOKafkaAdminClient`."""
     options: dict[str, Any] = {"security_protocol": security.protocol}
     if security.uses_ssl:
         options["ssl_context"] = security.ssl_context()
@@ -176,28 +165,4 @@ def faststream_options(security: KafkaSecurity) -> dict[str, Any]:
     if security.uses_sasl and security.sasl_mechanism == "OAUTHBEARER":
         assert security.oauth_token_file is not None
         options["sasl_oauth_token_provider"] = FileTokenProvider(security.oauth_token_file)
-    return options
-
-
-def kafka_python_options(security: KafkaSecurity) -> dict[str, Any]:
-    """Keyword arguments of kafka-python's `KafkaAdminClient`, `KafkaConsumer` and
-    `KafkaProducer` (3.x names)."""
-    options: dict[str, Any] = {"security_protocol": security.protocol}
-    if security.uses_ssl:
-        options.update(
-            ssl_check_hostname=security.check_hostname,
-            ssl_cafile=None if security.cafile is None else str(security.cafile),
-            ssl_certfile=None if security.certfile is None else str(security.certfile),
-            ssl_keyfile=None if security.keyfile is None else str(security.keyfile),
-            ssl_password=security.key_password,
-        )
-    if security.uses_sasl:
-        assert security.sasl_mechanism is not None
-        options["sasl_mechanism"] = security.sasl_mechanism
-        if security.sasl_mechanism == "OAUTHBEARER":
-            assert security.oauth_token_file is not None
-            options["sasl_oauth_token_provider"] = SyncFileTokenProvider(security.oauth_token_file)
-        else:
-            options["sasl_plain_username"] = security.username
-            options["sasl_plain_password"] = security.password
     return options
