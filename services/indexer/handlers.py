@@ -38,7 +38,7 @@ from govindex.core.tokens import HEURISTIC, TokenEstimator
 from indexer.announcing import Announcer
 from indexer.applying import CONSUMER, BatchResult, apply_batch, project
 from indexer.decisions import Overlay
-from indexer.planning import PlannedEvent, plan_version, purged_next
+from indexer.planning import PlannedEvent, plan_version
 from indexer.preparing import embed, prepare_batch
 
 __all__ = [
@@ -46,10 +46,13 @@ __all__ = [
     "BatchResult",
     "IndexerPorts",
     "Predicted",
+    "Recorded",
     "index_batch",
     "index_document",
     "plan_version",
     "predict_batch",
+    "project_recorded",
+    "record_batch",
 ]
 
 log = structlog.get_logger(__name__)
@@ -70,6 +73,10 @@ class IndexerPorts:
     tokens: TokenEstimator = HEURISTIC  # stamps `token_estimate` (the read API's counter)
 
 
+def _never(_: PlannedEvent) -> bool:
+    return False
+
+
 async def index_document(envelope: Envelope, ports: IndexerPorts) -> ApplyResult:
     """Apply one document event: a batch of one (raises what would dead-letter it)."""
     (result,) = await index_batch([envelope], ports)
@@ -78,9 +85,7 @@ async def index_document(envelope: Envelope, ports: IndexerPorts) -> ApplyResult
     return result
 
 
-async def index_batch(
-    envelopes: Sequence[Envelope], ports: IndexerPorts, *, purging_now: bool = False
-) -> list[BatchResult]:
+async def index_batch(envelopes: Sequence[Envelope], ports: IndexerPorts) -> list[BatchResult]:
     """Apply a batch of document events: Postgres first, then OpenSearch.
 
     See docs/design/guarantees.md#postgres-first.
@@ -96,10 +101,29 @@ async def index_batch(
     Idempotent: a duplicate or stale event changes nothing in Postgres, and the projection
     re-reads what Postgres holds for each event, so a redelivery after a crash between the
     two sinks completes the projection.
-
-    `purging_now`: the caller (the deletion lane) purges every sink right after, so the
-    chunks of a purge-mode tombstone are not projected first only to be deleted.
     """
+    recorded = await record_batch(envelopes, ports)
+    await project_recorded(recorded, ports)
+    return recorded.outcomes()
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A batch committed to Postgres and not yet projected: the events as planned and one
+    result per envelope (None: refused nowhere, decided by the transaction)."""
+
+    planned: list[PlannedEvent]
+    results: list[BatchResult | None]
+
+    def outcomes(self) -> list[BatchResult]:
+        assert all(r is not None for r in self.results)
+        return [r for r in self.results if r is not None]
+
+
+async def record_batch(envelopes: Sequence[Envelope], ports: IndexerPorts) -> Recorded:
+    """The first half of `index_batch`: prepare, then the one Postgres transaction. Once it
+    returns, what it decided is what readers see (a tombstone hides its document at once);
+    OpenSearch is not touched."""
     started = time.monotonic()
     planned, refused = await _prepare(envelopes, ports)
     planned = await asyncio.to_thread(embed, planned, ports.embedders)
@@ -110,19 +134,26 @@ async def index_batch(
     applied = await apply_batch(planned, store=ports.store, announcer=announcer, cache=ports.cache)
     for position, result in applied.items():
         results[position] = result
-    written = time.monotonic()
-    metrics.STAGE_SECONDS.labels("postgres").observe(written - prepared)
+    metrics.STAGE_SECONDS.labels("postgres").observe(time.monotonic() - prepared)
+    return Recorded(planned, results)
+
+
+async def project_recorded(
+    recorded: Recorded, ports: IndexerPorts, *, skip: Callable[[PlannedEvent], bool] = _never
+) -> None:
+    """The second half: one bulk from what Postgres now holds (see `project`); a chunk
+    OpenSearch refuses for good turns its event's result into a PermanentError. `skip`:
+    events whose chunks a purge removes next, so they are not written only to be deleted."""
+    started = time.monotonic()
     await project(
-        [e for e in planned if not (purging_now and purged_next(e))],
-        results,
+        [e for e in recorded.planned if not skip(e)],
+        recorded.results,
         store=ports.store,
         index=ports.index,
         generations=ports.generations,
     )
-    metrics.STAGE_SECONDS.labels("opensearch").observe(time.monotonic() - written)
-    _log_applied(planned, results)
-    assert all(r is not None for r in results)
-    return [r for r in results if r is not None]
+    metrics.STAGE_SECONDS.labels("opensearch").observe(time.monotonic() - started)
+    _log_applied(recorded.planned, recorded.results)
 
 
 @dataclass(frozen=True)

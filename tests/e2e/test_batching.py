@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pytest
+from aiokafka.partitioner import DefaultPartitioner
 
 from govindex.control.workers import Workers
 from govindex.runtime.composition import Runtime
@@ -294,3 +295,72 @@ async def test_a_generation_being_built_gets_every_write_and_every_purge(
     p.publish(p.deletion("b.md", 2), topic=p.settings.topics.deletions)
     await p.wait_purged("b.md", 2)
     assert held(p.settings.index_alias) == {} and held(building) == {}
+
+
+async def test_a_deletion_is_recorded_while_an_earlier_purge_waits_for_the_search_server(
+    idle_pipeline: Pipeline, faulty: FaultyOpenSearch
+) -> None:
+    """The deletion lane records a batch's tombstones and takes the next batch; the purge
+    follows as the batch's tail. With the search server holding every request, a second
+    deletion on the same partition has its tombstone recorded (the document hidden) while
+    the first purge still waits, and neither batch's offsets are committed before its
+    purge: a crash then would run both steps again. The old lane recorded nothing more on
+    that partition until the first purge ended."""
+    p = idle_pipeline
+    first, second = _same_partition(p, 2)
+    tombstone = "SELECT count(*) FROM tombstones WHERE tenant_id = %s AND doc_id = %s"
+    async with Runtime(p.settings.model_copy(update={"opensearch_url": faulty.url})) as rt:
+        workers = Workers(rt, run=("indexer",))
+        await workers.start()
+        try:
+            p.workers = workers
+            docs = (first, second, "kept.md")
+            await p.wait_processed(p.publish(*(p.change(d, 1, f"# {d}\nwords\n") for d in docs)))
+            await p.wait_committed(timeout=120)
+            faulty.hold()
+            deletions = p.settings.topics.deletions
+            p.publish(p.deletion(first, 2), topic=deletions)
+            await until(_held(faulty), lambda n: n >= 1, 60, "the first purge, held")
+            assert await _count(p, tombstone, p.tenant, first) == 1
+            p.publish(p.deletion(second, 2), topic=deletions)
+            await until(
+                lambda: _count(p, tombstone, p.tenant, second), lambda n: n == 1, 30,
+                "the second tombstone, recorded while the first purge waits",
+            )  # fmt: skip
+            assert faulty.held >= 1, "the first purge is still waiting"
+            assert await p.rt.purges.receipt(p.tenant, first, 2) is None
+            assert await p.rt.purges.receipt(p.tenant, second, 2) is None
+            assert await p._indexer_lag() == 2, "a batch is committed only after its purge"
+            faulty.release()
+            assert await p.wait_purged(first, 2)
+            assert await p.wait_purged(second, 2)
+            await p.wait_committed(timeout=120)
+        finally:
+            p.workers = None
+            faulty.release()
+            await workers.stop()
+    assert [d["doc_id"] for d in p.os_chunks()] == ["kept.md"]
+    assert await p.pg_chunks(first) == [] and await p.pg_chunks(second) == []
+    await p.assert_sinks_agree()
+
+
+def _same_partition(p: Pipeline, n: int) -> list[str]:
+    """`n` document names whose deletions the producer sends to one partition."""
+    partitions = list(range(p.settings.partitions))
+    by_partition: dict[int, list[str]] = {}
+    for i in range(1000):
+        name = f"d{i}.md"
+        key = p.deletion(name, 2).key
+        part = DefaultPartitioner()(key, partitions, partitions)
+        by_partition.setdefault(part, []).append(name)
+        if len(by_partition[part]) == n:
+            return by_partition[part]
+    raise AssertionError("no two names share a partition")
+
+
+def _held(proxy: FaultyOpenSearch) -> Any:
+    async def read() -> int:
+        return proxy.held
+
+    return read
+

@@ -1,6 +1,9 @@
-"""A loopback HTTP proxy to the real OpenSearch that can answer 429 or 5xx to index bulks."""
+"""A loopback HTTP proxy to the real OpenSearch that can answer 429 or 5xx to index bulks,
+or hold every request until released."""
 
 from __future__ import annotations
+
+import asyncio
 
 import aiohttp
 from aiohttp import web
@@ -10,7 +13,8 @@ from tests.support.proxy import free_port
 
 class FaultyOpenSearch:
     """Forwards every request to the real server, except index bulks while `fail`ing:
-    those get the chosen status, as a busy or broken cluster answers. Deletes pass."""
+    those get the chosen status, as a busy or broken cluster answers. Deletes pass.
+    While `hold`ing, every request waits (a server stuck behind a long bulk) until `release`."""
 
     def __init__(self, target_url: str) -> None:
         self.target = target_url.rstrip("/")
@@ -18,6 +22,9 @@ class FaultyOpenSearch:
         self.status: int | None = None
         self.refused = 0
         self.forwarded_bulks = 0
+        self.held = 0  # requests waiting now
+        self._open = asyncio.Event()
+        self._open.set()
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
 
@@ -31,6 +38,12 @@ class FaultyOpenSearch:
     def heal(self) -> None:
         self.status = None
 
+    def hold(self) -> None:
+        self._open.clear()
+
+    def release(self) -> None:
+        self._open.set()
+
     async def start(self) -> None:
         self._session = aiohttp.ClientSession()
         app = web.Application(client_max_size=256 * 1024 * 1024)
@@ -40,6 +53,7 @@ class FaultyOpenSearch:
         await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
 
     async def stop(self) -> None:
+        self._open.set()
         if self._runner is not None:
             await self._runner.cleanup()
         if self._session is not None:
@@ -47,6 +61,12 @@ class FaultyOpenSearch:
 
     async def _forward(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
+        if not self._open.is_set():
+            self.held += 1
+            try:
+                await self._open.wait()
+            finally:
+                self.held -= 1
         bulk = request.path.endswith("/_bulk")
         if bulk and self.status is not None and b'"index"' in body:
             self.refused += 1

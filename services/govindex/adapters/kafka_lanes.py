@@ -11,6 +11,11 @@ the others. So the batched consumers drive aiokafka directly:
 - the offset is committed only after `on_batch` returns, that is after every record of the
   batch is applied or durably dead-lettered, and only up to the end of that batch, which
   is the lowest unfinished offset of the lane;
+- `on_batch` may return a tail: the rest of the batch's work (the deletion lane's purge).
+  The lane then takes its next batch at once; tails run one at a time in batch order, and
+  a batch's offset is committed after its tail and every tail before it. A tail that fails
+  leaves its batch and every later one uncommitted, and the lane reads again from it (at
+  most `max_tails` batches wait on tails: then the lane waits for the oldest);
 - on a rebalance a revoked lane finishes its in-flight batch (bounded by `drain_s`), commits
   it and drops what it had queued: the partition's next owner starts from that commit.
 """
@@ -34,7 +39,8 @@ from govindex.core.errors import TransientError
 
 log = structlog.get_logger(__name__)
 
-OnBatch = Callable[[Sequence[Delivery]], Awaitable[None]]
+Tail = Callable[[], Awaitable[None]]
+OnBatch = Callable[[Sequence[Delivery]], Awaitable[Tail | None]]
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,15 @@ class LanePolicy:
     queue_events: int = 2000
     drain_s: float = 60.0  # how long a revoked or stopped lane may finish its batch
     retry_after_error_s: float = 1.0
+    max_tails: int = 16  # batches handled whose tails have not finished, at most
+
+
+class _TailFailed(Exception):
+    """A batch's tail failed: it and the batches after it read again from `first`."""
+
+    def __init__(self, first: int) -> None:
+        super().__init__(f"a tail failed; reading again from offset {first}")
+        self.first = first
 
 
 @dataclass
@@ -56,6 +71,8 @@ class _Lane:
     paused: bool = False
     task: asyncio.Task[None] | None = None
     batches: int = 0
+    tails: deque[asyncio.Task[None]] = field(default_factory=deque)  # in batch order
+    failed_at: int | None = None  # the first offset of a batch whose tail failed
 
 
 class PartitionLanes:
@@ -175,12 +192,30 @@ class PartitionLanes:
         for task in pending:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        for lane in lanes:  # tails still running after their lane gave up: uncommitted too
+            for tail in lane.tails:
+                tail.cancel()
+            await _settled(lane.tails)
 
     async def _run(self, lane: _Lane) -> None:
+        try:
+            await self._batches(lane)
+        finally:  # a stopped lane lets its tails finish (each commits) within drain_s
+            await _settled(lane.tails)
+
+    async def _batches(self, lane: _Lane) -> None:
         while True:
             await lane.arrived.wait()
             if lane.stopping:
                 return
+            if lane.failed_at is not None:  # a tail failed: read again from its batch
+                await _settled(lane.tails)  # the tails after it fail at once, uncommitted
+                self._consumer.seek(lane.tp, lane.failed_at)
+                lane.failed_at = None
+                lane.queue.clear()
+                lane.arrived.clear()
+                await asyncio.sleep(self._policy.retry_after_error_s)
+                continue
             if len(lane.queue) < self._policy.max_events:
                 await asyncio.sleep(self._policy.linger_s)  # let a batch fill
             if lane.stopping:
@@ -191,7 +226,7 @@ class PartitionLanes:
             if not batch:
                 continue
             try:
-                await self._on_batch([delivery_of(r) for r in batch])
+                tail = await self._on_batch([delivery_of(r) for r in batch])
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a bug or a stop mid-retry: redeliver, never skip
@@ -209,12 +244,59 @@ class PartitionLanes:
                 self._consumer.seek(lane.tp, batch[0].offset)
                 await asyncio.sleep(self._policy.retry_after_error_s)
                 continue
-            await self._commit(lane, batch[-1].offset + 1)
+            end = batch[-1].offset + 1
+            if tail is None and not lane.tails:
+                await self._commit(lane, end)
+            else:
+                await self._behind(lane, tail, batch[0].offset, end)
             lane.batches += 1
             if lane.paused and len(lane.queue) < self._policy.queue_events // 2:
                 with contextlib.suppress(IllegalStateError):
                     self._consumer.resume(lane.tp)
                 lane.paused = False
+
+    async def _behind(self, lane: _Lane, tail: Tail | None, first: int, end: int) -> None:
+        """Queue the batch's commit behind its tail and the tails before it."""
+        before = lane.tails[-1] if lane.tails else None
+        task = asyncio.create_task(self._after(lane, before, tail, first, end))
+        lane.tails.append(task)
+        while len(lane.tails) > self._policy.max_tails and not lane.stopping:
+            await asyncio.wait([lane.tails[0]])
+
+    async def _after(
+        self,
+        lane: _Lane,
+        before: asyncio.Task[None] | None,
+        tail: Tail | None,
+        first: int,
+        end: int,
+    ) -> None:
+        try:
+            if before is not None:
+                await before  # a failure before this one fails this one too: no commit
+            if tail is not None:
+                try:
+                    await tail()
+                except (asyncio.CancelledError, _TailFailed):
+                    raise
+                except Exception as exc:
+                    log.error(
+                        "lanes.tail_failed",
+                        group=self._group,
+                        partition=lane.tp.partition,
+                        first_offset=first,
+                        error=repr(exc),
+                    )
+                    raise _TailFailed(first) from exc
+            await self._commit(lane, end)
+        except _TailFailed as failed:
+            if lane.failed_at is None:
+                lane.failed_at = failed.first
+            lane.arrived.set()  # wake the lane: it reads again from the failed batch
+            raise
+        finally:
+            with contextlib.suppress(ValueError):
+                lane.tails.remove(asyncio.current_task())  # type: ignore[arg-type]
 
     def _cut(self, lane: _Lane) -> list[Any]:
         batch: list[Any] = []
@@ -280,6 +362,17 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
             await self._rewind.on_partitions_assigned(assigned)
         for tp in sorted(assigned):
             self._lanes._open(tp)
+
+
+async def _settled(tails: Sequence[asyncio.Task[None]]) -> None:
+    """Wait for every tail to end; each failure was logged where it happened."""
+    pending = list(tails)
+    if not pending:
+        return
+    await asyncio.wait(pending)
+    for task in pending:
+        if not task.cancelled():
+            task.exception()  # retrieved: asyncio would otherwise warn of it at collection
 
 
 def delivery_of(record: Any) -> Delivery:

@@ -5,6 +5,11 @@ The lane that calls this commits the batch's offsets when it returns, so nothing
 return early: transient failures (a server down, a restart) are retried with capped
 backoff for as long as it takes, unless the worker is stopping, in which case the batch
 is abandoned uncommitted and redelivered to whoever owns the partition next.
+
+A handler may finish in two steps (`Deferred`): what readers must see at once (a deletion's
+tombstone), then the slow rest (the purge of every sink). The first step's return lets the
+lane take its next batch; the rest comes back as the batch's tail, which the lane runs in
+order after the tails before it and awaits before it commits the batch's offsets.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import contextlib
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -27,8 +33,20 @@ from govindex.runtime.deadletter import dead_letter
 
 log = structlog.get_logger(__name__)
 
-HandleBatch = Callable[[Sequence[Envelope]], Awaitable[Sequence[Any]]]
+HandleBatch = Callable[[Sequence[Envelope]], Awaitable["Sequence[Any] | Deferred"]]
+Tail = Callable[[], Awaitable[None]]
 MAX_BACKOFF_S = 5.0
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A handler's results so far, one per envelope, and the rest of its work: `rest`
+    returns one more per envelope (a PermanentError to dead-letter, anything else: done)
+    and raises TransientError when it should be run again. Idempotent, like every handler:
+    a crash before the batch commits runs both steps again."""
+
+    results: Sequence[Any]
+    rest: Callable[[], Awaitable[Sequence[Any]]]
 
 
 class Abandoned(Exception):
@@ -43,13 +61,30 @@ def batch_processor(
     publisher: EventPublisher,
     dead_letters: DeadLetterLog,
     stopping: asyncio.Event,
-) -> Callable[[Sequence[Delivery]], Awaitable[None]]:
+) -> Callable[[Sequence[Delivery]], Awaitable[Tail | None]]:
     """`handle` returns one result per envelope, in order: a PermanentError for each one
-    to dead-letter; it raises TransientError when nothing of the batch was decided."""
+    to dead-letter; it raises TransientError when nothing of the batch was decided. A
+    `Deferred` return makes the batch's tail (None: the batch is done)."""
 
     label = metrics.consumer_label(consumer)  # a CDC feed's source id is never a label
 
-    async def on_batch(deliveries: Sequence[Delivery]) -> None:
+    async def dead_letter_all(
+        deliveries: Sequence[Delivery],
+        envelopes: dict[int, Envelope],
+        failed: dict[int, PermanentError],
+    ) -> None:
+        for i, reason in sorted(failed.items()):
+            await _dead_letter(
+                deliveries[i],
+                envelopes.get(i),
+                reason,
+                consumer=consumer,
+                topic=dead_letters_topic,
+                publisher=publisher,
+                dead_letters=dead_letters,
+            )
+
+    async def on_batch(deliveries: Sequence[Delivery]) -> Tail | None:
         started = time.monotonic()
         failed: dict[int, PermanentError] = {}
         decoded: list[tuple[int, Envelope]] = []
@@ -59,7 +94,9 @@ def batch_processor(
             except PermanentError as error:
                 failed[i] = error
         with tracing.consuming(consumer, [env.extensions for _, env in decoded]):
-            results = await _until_done(handle, [env for _, env in decoded], consumer, stopping)
+            answer = await _until_done(handle, [env for _, env in decoded], consumer, stopping)
+        deferred = answer if isinstance(answer, Deferred) else None
+        results = answer.results if isinstance(answer, Deferred) else answer
         for (i, envelope), result in zip(decoded, results, strict=True):
             if isinstance(result, PermanentError):
                 failed[i] = result
@@ -80,23 +117,33 @@ def batch_processor(
             failed=len(failed),
             seconds=round(time.monotonic() - started, 3),
         )
-        for i, reason in sorted(failed.items()):
-            await _dead_letter(
-                deliveries[i],
-                envelopes.get(i),
-                reason,
-                consumer=consumer,
-                topic=dead_letters_topic,
-                publisher=publisher,
-                dead_letters=dead_letters,
+        await dead_letter_all(deliveries, envelopes, failed)
+        if deferred is None:
+            return None
+        rest = deferred.rest
+
+        async def tail() -> None:
+            later = await _until_done(
+                lambda _: rest(), list(envelopes.values()), consumer, stopping
             )
+            assert not isinstance(later, Deferred), "a handler's rest is not deferred again"
+            failed_later = {
+                i: result
+                for (i, _), result in zip(decoded, later, strict=True)
+                if isinstance(result, PermanentError) and i not in failed
+            }
+            for problem in failed_later.values():
+                metrics.DEAD_LETTERS.labels(label, problem.reason).inc()
+            await dead_letter_all(deliveries, envelopes, failed_later)
+
+        return tail
 
     return on_batch
 
 
 async def _until_done(
     handle: HandleBatch, envelopes: list[Envelope], consumer: str, stopping: asyncio.Event
-) -> Sequence[Any]:
+) -> Sequence[Any] | Deferred:
     if not envelopes:
         return []
     delay, attempt = 0.2, 0
