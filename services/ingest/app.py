@@ -245,7 +245,7 @@ async def _folder_of(rt: Runtime, manifest: SourceManifest) -> Path | None:
 async def delete_one(
     rt: Runtime, source_id: str, doc_id: str, reason: str
 ) -> tuple[SourceManifest, int]:
-    """Emit a tombstone for one document at its next sequence."""
+    """Emit a tombstone for one document at its next sequence, above what the index holds."""
     manifest = await registered(rt, source_id)
     sequence = await delete_document(
         manifest,
@@ -254,6 +254,7 @@ async def delete_one(
         state=rt.ingest_state,
         deleted_at=datetime.now(UTC),
         reason=reason,
+        applied=await rt.registry.document_sequence(manifest.tenant, source_id, doc_id),
     )
     return manifest, sequence
 

@@ -335,10 +335,15 @@ async def delete_document(
     state: ConnectorState,
     deleted_at: datetime,
     reason: str,
+    applied: int | None = None,
 ) -> int:
-    """Emit a tombstone for one document at its next sequence; return that sequence."""
+    """Emit a tombstone for one document at its next sequence; return that sequence.
+    `applied`: the last sequence the index applied to it; the tombstone goes above it, or
+    it would be stale (a document indexed by events the connector never emitted)."""
     tenant, source = manifest.tenant, manifest.source_id
     async with state.transaction() as tx:
+        if applied is not None:
+            await tx.raise_sequences(tenant, source, {doc_id: applied})
         sequence = (await tx.reserve_sequences(tenant, source, [doc_id]))[doc_id]
         payload = _operator_deletion(manifest, doc_id, sequence, deleted_at, reason)
         await tx.emit([document_message(topics, events.DOCUMENT_DELETED, payload, "deleted")])

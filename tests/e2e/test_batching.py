@@ -364,3 +364,19 @@ def _held(proxy: FaultyOpenSearch) -> Any:
 
     return read
 
+
+async def test_an_operator_deletion_goes_above_what_the_index_applied(
+    pipeline: Pipeline,
+) -> None:
+    """A document indexed from events its connector never emitted (an outside producer, a
+    replay) is at a sequence the connector's ledger does not know. `govindex delete` used to
+    emit its tombstone at the ledger's next sequence (1), stale against the index's 5, so
+    the command said "emitted" and the document stayed."""
+    from ingest.app import delete_one
+
+    p = pipeline
+    await p.wait_processed(p.publish(p.change("outside.md", 5, "# Outside\nkept words\n")))
+    _, sequence = await delete_one(p.rt, p.source, "outside.md", "retired")
+    assert sequence == 6
+    await p.wait_purged("outside.md", 6)
+    assert await p.pg_chunks("outside.md") == []

@@ -81,6 +81,14 @@ class PostgresSourceRegistry(PostgresAdapter):
         )
         return {row[0]: int(row[1]) for row in rows}
 
+    async def document_sequence(self, tenant_id: str, source_id: str, doc_id: str) -> int | None:
+        row = await self._row(
+            "SELECT last_sequence FROM documents WHERE tenant_id = %s AND source_id = %s "
+            "AND doc_id = %s",
+            (tenant_id, source_id, doc_id),
+        )
+        return int(row[0]) if row else None
+
     async def index_state(self, source_id: str) -> tuple[dict[str, str], dict[str, int]]:
         """Content hashes of the active documents, and the last sequence applied to each
         document (deleted ones included): what reconcile compares a source with."""

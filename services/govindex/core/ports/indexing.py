@@ -42,6 +42,11 @@ class SourceCatalog(Protocol):
 
     async def held_documents(self, source_id: str) -> dict[str, int]: ...
 
+    async def document_sequence(self, tenant_id: str, source_id: str, doc_id: str) -> int | None:
+        """The last sequence the index applied to one document, in any state (None: never
+        held)."""
+        ...
+
     async def index_state(self, source_id: str) -> tuple[dict[str, str], dict[str, int]]: ...
 
 
