@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from functools import lru_cache
+from itertools import accumulate
 from typing import Any, Protocol
 
 from govindex.core.records import ChunkDraft, ChunkKind, Span, slugify
@@ -20,7 +22,7 @@ from govindex.core.records import ChunkDraft, ChunkKind, Span, slugify
 NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Segment:
     """A run of source text that one chunk will hold."""
 
@@ -68,7 +70,7 @@ class LineIndex:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.starts = [0] + [m.end() for m in NEWLINE.finditer(text)]
+        self.starts = _line_starts(text)
 
     def line_of(self, offset: int) -> int:
         return bisect.bisect_right(self.starts, offset)
@@ -95,12 +97,31 @@ class LineIndex:
         return out
 
 
+def _line_starts(text: str) -> list[int]:
+    """Where every line starts. Documents with one kind of line end (LF, or CRLF) are split
+    on it and their line lengths summed in C; a regex match object per line was most of the
+    cost of indexing a document's lines. Anything mixed (or CR) takes the regex."""
+    crs = text.count("\r")
+    if crs == 0:
+        ending = "\n"
+    elif crs == text.count("\r\n") == text.count("\n"):
+        ending = "\r\n"
+    else:
+        return [0, *(m.end() for m in NEWLINE.finditer(text))]
+    # Each line's length plus its ending, summed: the start of the next; the last sum is
+    # one ending past the end of the text.
+    starts = list(accumulate(map(len(ending).__add__, map(len, text.split(ending))), initial=0))
+    starts.pop()
+    return starts
+
+
 _SPLIT_LEVELS = (
     re.compile(r"(?:\r\n|\r|\n)[ \t]*(?:\r\n|\r|\n)"),  # paragraphs
     NEWLINE,  # lines
     re.compile(r"(?<=[.!?])[ \t]+(?=\S)"),  # sentences
     re.compile(r"(?<![ \t])[ \t]++(?=\S)"),  # words (from a run's start only: linear)
 )
+_SPACE_RUN = re.compile(r"\s+")
 
 
 def split_points(text: str, start: int, end: int, max_chars: int) -> list[int]:
@@ -117,7 +138,7 @@ def split_points(text: str, start: int, end: int, max_chars: int) -> list[int]:
                 break
         if cut is None or cut <= position:
             # One word longer than the budget: keep it whole rather than cut it.
-            nxt = re.compile(r"\s+").search(text, position + max_chars, end)
+            nxt = _SPACE_RUN.search(text, position + max_chars, end)
             if nxt is None or nxt.end() >= end:
                 break
             cut = nxt.end()
@@ -129,13 +150,16 @@ def split_points(text: str, start: int, end: int, max_chars: int) -> list[int]:
 # Long: one pass over the segments; split, each part would need the whole pass state.
 def apply_size_policy(text: str, segments: list[Segment], policy: SizePolicy) -> list[Segment]:
     """Split what is too large, merge what is too small; linear in the number of segments."""
-    children: dict[int, list[Segment]] = {}
-    for seg in segments:
-        if seg.parent is not None:
-            children.setdefault(id(seg.parent), []).append(seg)
+    max_chars, min_chars = policy.max_chars, policy.min_chars
+    # Who hangs off whom, needed only once something is split: built then, from the
+    # parents as they are (nothing has changed them before the first split).
+    children: dict[int, list[Segment]] | None = None
     out: list[Segment] = []
     for seg in segments:
-        cuts = split_points(text, seg.start, seg.end, policy.max_chars)
+        if seg.end - seg.start <= max_chars:  # within budget: no cut to look for
+            out.append(seg)
+            continue
+        cuts = split_points(text, seg.start, seg.end, max_chars)
         if not cuts:
             out.append(seg)
             continue
@@ -149,6 +173,8 @@ def apply_size_policy(text: str, segments: list[Segment], policy: SizePolicy) ->
         if len(bounds) == 2:
             out.append(seg)
             continue
+        if children is None:
+            children = _children(segments)
         parts = []
         for i in range(len(bounds) - 1):
             part = Segment(
@@ -169,21 +195,21 @@ def apply_size_policy(text: str, segments: list[Segment], policy: SizePolicy) ->
             child.parent = parts[0]
         children[id(parts[0])] = []
         out.extend(parts)
-    parents = {id(seg.parent) for seg in out if seg.parent is not None}
+    parents: set[int] | None = None  # who is a parent (never merged away): when first asked
     merged: list[Segment] = []
     for seg in out:
         prev = merged[-1] if merged else None
         if (
-            prev is not None
-            and not seg.atomic
+            not seg.atomic
+            and prev is not None
             and not prev.atomic
             and prev.kind == seg.kind
             and prev.parent is seg.parent
             and prev.context == seg.context
-            and id(seg) not in parents
+            and id(seg) not in (parents := _parents(out) if parents is None else parents)
             and not text[prev.end : seg.start].strip()
-            and (seg.end - seg.start < policy.min_chars or prev.end - prev.start < policy.min_chars)
-            and seg.end - prev.start <= policy.max_chars
+            and (seg.end - seg.start < min_chars or prev.end - prev.start < min_chars)
+            and seg.end - prev.start <= max_chars
         ):
             count = next((int(x[7:]) for x in prev.labels if x.startswith("merged:")), 1) + 1
             prev.labels = (
@@ -196,6 +222,19 @@ def apply_size_policy(text: str, segments: list[Segment], policy: SizePolicy) ->
     return merged
 
 
+def _parents(segments: list[Segment]) -> set[int]:
+    return {id(seg.parent) for seg in segments if seg.parent is not None}
+
+
+def _children(segments: list[Segment]) -> dict[int, list[Segment]]:
+    """Each parent's children (by the parent's id), in document order."""
+    children: dict[int, list[Segment]] = {}
+    for seg in segments:
+        if seg.parent is not None:
+            children.setdefault(id(seg.parent), []).append(seg)
+    return children
+
+
 def finalize(
     text: str,
     segments: Sequence[Segment],
@@ -206,42 +245,125 @@ def finalize(
     lines: LineIndex | None = None,
 ) -> ParsedDocument:
     """Drop empty segments, apply the size policy, number, anchor and link the rest."""
-    kept = [s for s in segments if text[s.start : s.end].strip()]
+    # Not blank: isspace() stops at the first other character, strip() would copy.
+    kept = [s for s in segments if (piece := text[s.start : s.end]) and not piece.isspace()]
     kept_ids = {id(s) for s in kept}
     for seg in kept:  # a parent that held only whitespace hands its children up
         while seg.parent is not None and id(seg.parent) not in kept_ids:
             seg.parent = seg.parent.parent
     final = apply_size_policy(text, kept, policy)
-    lines = lines or LineIndex(text)
+    starts = (lines or LineIndex(text)).starts
+    line_of = bisect.bisect_right  # LineIndex.line_of, without a method call per chunk
     ordinal = {id(s): i for i, s in enumerate(final)}
     used: dict[str, int] = {}
     drafts = []
     for i, seg in enumerate(final):
         anchor = ""
         if seg.title:
-            base = slugify(seg.title) or seg.kind.value
+            base = _slug(seg.title) or seg.kind.value
             count = used.get(base, 0)
             used[base] = count + 1
             anchor = f"{base}-{count}" if count else base
-        parent = seg.parent
-        while parent is not None and id(parent) not in ordinal:
+        parent, parent_ordinal = seg.parent, None
+        while parent is not None:  # the nearest ancestor still there
+            parent_ordinal = ordinal.get(id(parent))
+            if parent_ordinal is not None:
+                break
             parent = parent.parent
+        start, end = seg.start, seg.end
+        last = end - 1 if end - 1 > start else start  # the chunk's last character
         drafts.append(
-            ChunkDraft(
-                ordinal=i,
-                kind=seg.kind,
-                text=text[seg.start : seg.end],
-                span=Span(
-                    char_start=seg.start,
-                    char_end=seg.end,
-                    line_start=lines.line_of(seg.start),
-                    line_end=lines.line_of(max(seg.start, seg.end - 1)),
-                ),
-                heading_path=seg.heading_path,
-                anchor=anchor,
-                parent_ordinal=ordinal[id(parent)] if parent is not None else None,
-                labels=seg.labels,
-                context=seg.context,
+            _chunk(
+                i,
+                seg.kind,
+                text[start:end],
+                start,
+                end,
+                line_of(starts, start),
+                line_of(starts, last),
+                seg.heading_path,
+                anchor,
+                parent_ordinal,
+                seg.labels,
+                seg.context,
             )
         )
     return ParsedDocument(frontmatter=frontmatter or {}, body_start=body_start, chunks=drafts)
+
+
+# Headings repeat across documents (Steps, Rollback, Overview): their anchors are cached.
+_slug = lru_cache(maxsize=4096)(slugify)
+
+
+def _slot_setters(cls: type, names: tuple[str, ...]) -> tuple[Callable[[Any, Any], None], ...]:
+    """The setters of `cls`'s slots, or () unless `cls` is exactly what `_chunk` expects: a
+    frozen dataclass with slots, these fields in this order and no __post_init__."""
+    params = getattr(cls, "__dataclass_params__", None)
+    if (
+        params is None
+        or not params.frozen
+        or tuple(f.name for f in fields(cls)) != names
+        or getattr(cls, "__slots__", ()) != names
+        or hasattr(cls, "__post_init__")
+    ):
+        return ()
+    return tuple(getattr(cls, name).__set__ for name in names)
+
+
+_SPAN_SLOTS = _slot_setters(Span, ("char_start", "char_end", "line_start", "line_end"))
+_DRAFT_SLOTS = _slot_setters(
+    ChunkDraft,
+    (
+        *("ordinal", "kind", "text", "span", "heading_path", "anchor"),
+        *("parent_ordinal", "labels", "context"),
+    ),
+)
+
+
+# Long: one assignment per field, unrolled, is what makes it fast.
+def _chunk(
+    ordinal: int,
+    kind: ChunkKind,
+    text: str,
+    char_start: int,
+    char_end: int,
+    line_start: int,
+    line_end: int,
+    heading_path: tuple[str, ...],
+    anchor: str,
+    parent_ordinal: int | None,
+    labels: tuple[str, ...],
+    context: str,
+) -> ChunkDraft:
+    """ChunkDraft(…, span=Span(char_start, …, line_end), …), built by filling their slots.
+
+    Both are frozen dataclasses, whose generated __init__ sets each field through
+    object.__setattr__: that was a third of `finalize`. Setting the slots directly (what
+    object.__setattr__ does) gives the same, equal, hashable records in a third of the
+    time; while the classes are not the plain records `_slot_setters` checks for, the
+    constructors are called."""
+    if not (_SPAN_SLOTS and _DRAFT_SLOTS):
+        span = Span(char_start, char_end, line_start, line_end)
+        return ChunkDraft(
+            ordinal, kind, text, span, heading_path, anchor, parent_ordinal, labels, context
+        )
+    record = object.__new__(Span)
+    s_start, s_end, s_first, s_last = _SPAN_SLOTS
+    s_start(record, char_start)
+    s_end(record, char_end)
+    s_first(record, line_start)
+    s_last(record, line_end)
+    draft = object.__new__(ChunkDraft)
+    s_ordinal, s_kind, s_text, s_span, s_path, s_anchor, s_parent, s_labels, s_context = (
+        _DRAFT_SLOTS
+    )
+    s_ordinal(draft, ordinal)
+    s_kind(draft, kind)
+    s_text(draft, text)
+    s_span(draft, record)
+    s_path(draft, heading_path)
+    s_anchor(draft, anchor)
+    s_parent(draft, parent_ordinal)
+    s_labels(draft, labels)
+    s_context(draft, context)
+    return draft
