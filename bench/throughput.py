@@ -11,10 +11,17 @@ chunk. Baselines on the same servers, same run, same stamped chunks:
 Targets (issue 11): batched >= 0.6 x min(a, b), and >= 10 x the same indexer with
 batch size 1. Also one and two indexer processes. Not a test: `make bench-throughput`.
 BENCH_DOCS overrides the corpus size (default 20000).
+
+`--sink standin` (or BENCH_SINK=standin) points the indexer processes at a loopback
+stand-in (`bench/standin_sink.py`, a process of its own) that answers every request at
+once and keeps nothing: the indexer's bulks cost nothing, so what is timed is its own
+ceiling (parse, chunk, stamp, the Postgres apply, Kafka). `--sink both` runs the real
+server first, then the stand-in, and prints the two side by side. Default: `real`.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -25,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -52,6 +60,44 @@ from ingest.handlers import document_message
 DOCS = int(os.environ.get("BENCH_DOCS", "20000"))
 SMALL = max(DOCS // 20, 200)  # batch size 1 is slow: timed on a slice, compared by rate
 SLICE = 500  # documents per baseline bulk / COPY transaction: the indexer's batch size
+SINKS = ("real", "standin", "both")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Timed:
+    """One indexer run: seconds from the workers' start to everything committed; their CPU
+    seconds in all (start-up included), and from their start on (`busy_cpu`)."""
+
+    seconds: float
+    cpu: float
+    busy_cpu: float
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """One sink's figures: batch size 1 (chunks/s, on the small slice), then batched with
+    one and with two processes over the whole corpus."""
+
+    sink: str
+    docs: int
+    chunks: int
+    single: float
+    one: Timed
+    two: Timed
+
+    def rows(self) -> dict[str, float]:
+        one, two = self.one, self.two
+        return {
+            "batched_1_proc_chunks_per_s": round(self.chunks / one.seconds),
+            "batched_1_proc_docs_per_s": round(self.docs / one.seconds, 1),
+            "batched_2_procs_chunks_per_s": round(self.chunks / two.seconds),
+            "batched_2_procs_docs_per_s": round(self.docs / two.seconds, 1),
+            "two_processes_over_one": round(one.seconds / two.seconds, 2),
+            "worker_cpu_ms_per_chunk_1_proc": round(1000 * one.busy_cpu / self.chunks, 3),
+            "worker_cpu_ms_per_chunk_2_procs": round(1000 * two.busy_cpu / self.chunks, 3),
+            "batch_size_1_chunks_per_s": round(self.single),
+        }
 
 
 def corpus(n: int) -> list[str]:
@@ -203,18 +249,24 @@ async def wait_started(logs: list[Path], timeout: float = 120) -> None:
     raise RuntimeError("the indexer processes did not start: " + logs[0].read_text()[-2000:])
 
 
-async def done(rt: Runtime, settings: Settings, tenant: str, chunks: int) -> bool:
+async def done(
+    rt: Runtime, settings: Settings, tenant: str, chunks: int, *, read_index: bool = True
+) -> bool:
+    """The group's offsets committed to the end and Postgres holding every chunk; with
+    `read_index`, OpenSearch too. A stand-in holds nothing to read back, but the indexer
+    commits a batch only once its bulk was answered, so the offsets say the bulks are done."""
     async with rt.pool.connection() as conn:
         cur = await conn.execute("SELECT count(*) FROM chunks WHERE tenant_id = %s", (tenant,))
         row = await cur.fetchone()
     if not row or row[0] < chunks:
         return False
-    await rt.index.refresh()
-    found = await rt.index._client.count(  # read-back only
-        index=settings.index_alias, body={"query": {"term": {"tenant_id": tenant}}}
-    )
-    if int(found["count"]) < chunks:
-        return False
+    if read_index:
+        await rt.index.refresh()
+        found = await rt.index._client.count(  # read-back only
+            index=settings.index_alias, body={"query": {"term": {"tenant_id": tenant}}}
+        )
+        if int(found["count"]) < chunks:
+            return False
     reader = OffsetReader(settings.kafka_bootstrap or "")
     try:
         lag = reader.lag(settings.topics.documents, settings.group("indexer"))
@@ -223,20 +275,43 @@ async def done(rt: Runtime, settings: Settings, tenant: str, chunks: int) -> boo
     return all(p.lag <= 0 for p in lag)
 
 
+def proc_cpu(pid: int) -> float:
+    """CPU seconds a live process (and the children it reaped) used so far; 0 without
+    /proc. Sampled once the workers have started, it leaves their start-up out."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(f) for f in fields[11:15]) / TICK  # utime stime cutime cstime
+
+
 async def indexer_run(
-    base: Settings, root: Path, name: str, texts: list[str], chunks: int, batch: int, procs: int
-) -> tuple[float, float]:
-    """Seconds from the workers' start to everything committed, and their CPU seconds."""
-    settings = base.model_copy(update={"namespace": name})
+    base: Settings,
+    root: Path,
+    name: str,
+    texts: list[str],
+    chunks: int,
+    batch: int,
+    procs: int,
+    sink: str | None = None,
+) -> Timed:
+    """The workers' run, from their start to everything committed. With `sink` (a
+    stand-in's URL), the bootstrap and the workers use it instead of the real server."""
+    update: dict[str, Any] = {"namespace": name}
+    if sink is not None:
+        update["opensearch_url"] = sink
+    settings = base.model_copy(update=update)
     await preload(settings, name, texts)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     logs = [root / f"{name}-{i}.log" for i in range(procs)]
     workers = [start_indexer(settings, batch, log) for log in logs]
     try:
         await wait_started(logs)
+        startup = sum(proc_cpu(w.pid) for w in workers)
         started = time.perf_counter()
         async with Runtime(settings) as rt:
-            while not await done(rt, settings, name, chunks):  # noqa: ASYNC110 - polling servers
+            read_index = sink is None
+            while not await done(rt, settings, name, chunks, read_index=read_index):  # noqa: ASYNC110 - polling servers
                 await asyncio.sleep(0.25)
         elapsed = time.perf_counter() - started
     finally:
@@ -246,13 +321,91 @@ async def indexer_run(
             w.wait(timeout=60)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return elapsed, cpu
+    return Timed(elapsed, cpu, cpu - startup)
 
 
-async def main() -> None:
+def start_standin() -> tuple[subprocess.Popen[bytes], str]:
+    """The stand-in sink in a process of its own, and its URL. It lives until the end of
+    the run: reaped earlier, its CPU would count as a worker's (RUSAGE_CHILDREN)."""
+    script = Path(__file__).with_name("standin_sink.py")
+    proc = subprocess.Popen([sys.executable, str(script), "--port", "0"], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().decode()
+    if not line.startswith("listening on "):
+        proc.kill()
+        raise RuntimeError(f"the stand-in sink did not start: {line!r}")
+    return proc, line.split()[-1]
+
+
+async def real_runs(
+    base: Settings, root: Path, texts: list[str], per_doc: list[list[Chunk]], stamp_cpu: float
+) -> Ceiling:
+    """The baselines and the indexer against the embedded server: the default mode."""
+    assert base.opensearch_url
+    total = sum(len(d) for d in per_doc)
+    small = sum(len(d) for d in per_doc[:SMALL])
+    bulk_s = await bulk_baseline(base.opensearch_url, per_doc)
+    print(f"  (a) raw opensearch-py bulk     {total / bulk_s:9.0f} chunks/s", flush=True)
+    async with Runtime(base) as rt:
+        copy_s = await copy_baseline(rt, per_doc)
+    print(f"  (b) COPY into chunks' twin     {total / copy_s:9.0f} chunks/s", flush=True)
+    floor = min(total / bulk_s, total / copy_s)
+    one = await indexer_run(base, root, "bone", texts[:SMALL], small, 1, 1)
+    rate_one = small / one.seconds
+    print(f"  indexer, batch size 1, 1 proc  {rate_one:9.0f} chunks/s ({SMALL} docs)")
+    b1 = await indexer_run(base, root, "bbat", texts, total, 500, 1)
+    rate_b1 = total / b1.seconds
+    print(f"  indexer, batched, 1 process    {rate_b1:9.0f} chunks/s", flush=True)
+    b2 = await indexer_run(base, root, "btwo", texts, total, 500, 2)
+    rate_b2 = total / b2.seconds
+    print(f"  indexer, batched, 2 processes  {rate_b2:9.0f} chunks/s", flush=True)
+    print(
+        json.dumps(
+            {
+                "batched_over_min_baseline": round(rate_b1 / floor, 2),
+                "batched_over_batch_size_1": round(rate_b1 / rate_one, 1),
+                "two_processes_over_one": round(rate_b2 / rate_b1, 2),
+                "parse_chunk_stamp_share_of_indexer_cpu": round(stamp_cpu / b1.cpu, 2),
+            }
+        )
+    )
+    print(
+        f"targets: batched/min(a,b) = {rate_b1 / floor:.2f} (>= 0.6), "
+        f"batched/batch-1 = {rate_b1 / rate_one:.1f} (>= 10)"
+    )
+    return Ceiling("real", len(texts), total, rate_one, b1, b2)
+
+
+async def standin_runs(
+    base: Settings, root: Path, texts: list[str], per_doc: list[list[Chunk]], sink: str
+) -> Ceiling:
+    """The same indexer runs with every bulk answered at once by the stand-in."""
+    total = sum(len(d) for d in per_doc)
+    small = sum(len(d) for d in per_doc[:SMALL])
+    one = await indexer_run(base, root, "sone", texts[:SMALL], small, 1, 1, sink)
+    rate_one = small / one.seconds
+    print(f"  stand-in, batch size 1, 1 proc {rate_one:9.0f} chunks/s ({SMALL} docs)")
+    b1 = await indexer_run(base, root, "sbat", texts, total, 500, 1, sink)
+    print(f"  stand-in, batched, 1 process   {total / b1.seconds:9.0f} chunks/s", flush=True)
+    b2 = await indexer_run(base, root, "stwo", texts, total, 500, 2, sink)
+    print(f"  stand-in, batched, 2 processes {total / b2.seconds:9.0f} chunks/s", flush=True)
+    return Ceiling("standin", len(texts), total, rate_one, b1, b2)
+
+
+def print_ceilings(figures: list[Ceiling]) -> None:
+    """The indexer's figures per sink, side by side, then as JSON."""
+    rows = {f.sink: f.rows() for f in figures}
+    print(f"{'indexer per sink':33}" + "".join(f"{f.sink:>12}" for f in figures))
+    for key in rows[figures[0].sink]:
+        print(f"  {key:31}" + "".join(f"{rows[f.sink][key]:>12}" for f in figures))
+    print(json.dumps(rows))
+
+
+async def main(sink: str) -> None:
     configure_logging(level="WARNING", json_output=True)
     root = Path(tempfile.mkdtemp(prefix="govindex-bench-"))
     stack = EmbeddedStack(root / "state", namespace="bench", durable=True)
+    standin: subprocess.Popen[bytes] | None = None
     try:
         base = Settings(state_dir=root / "state").model_copy(update=stack.start())
         assert base.pg_dsn and base.opensearch_url
@@ -260,42 +413,37 @@ async def main() -> None:
         texts = corpus(DOCS)
         per_doc, stamp_cpu = stamp(texts)
         total = sum(len(d) for d in per_doc)
-        small = sum(len(d) for d in per_doc[:SMALL])
         mb = sum(len(t.encode()) for t in texts) / 1e6
         print(f"corpus: {DOCS} documents, {mb:.1f} MB, {total} chunks", flush=True)
-        bulk_s = await bulk_baseline(base.opensearch_url, per_doc)
-        print(f"  (a) raw opensearch-py bulk     {total / bulk_s:9.0f} chunks/s", flush=True)
-        async with Runtime(base) as rt:
-            copy_s = await copy_baseline(rt, per_doc)
-        print(f"  (b) COPY into chunks' twin     {total / copy_s:9.0f} chunks/s", flush=True)
-        floor = min(total / bulk_s, total / copy_s)
-        one_s, _ = await indexer_run(base, root, "bone", texts[:SMALL], small, 1, 1)
-        rate_one = small / one_s
-        print(f"  indexer, batch size 1, 1 proc  {rate_one:9.0f} chunks/s ({SMALL} docs)")
-        b1_s, b1_cpu = await indexer_run(base, root, "bbat", texts, total, 500, 1)
-        rate_b1 = total / b1_s
-        print(f"  indexer, batched, 1 process    {rate_b1:9.0f} chunks/s", flush=True)
-        b2_s, _ = await indexer_run(base, root, "btwo", texts, total, 500, 2)
-        rate_b2 = total / b2_s
-        print(f"  indexer, batched, 2 processes  {rate_b2:9.0f} chunks/s", flush=True)
-        print(
-            json.dumps(
-                {
-                    "batched_over_min_baseline": round(rate_b1 / floor, 2),
-                    "batched_over_batch_size_1": round(rate_b1 / rate_one, 1),
-                    "two_processes_over_one": round(rate_b2 / rate_b1, 2),
-                    "parse_chunk_stamp_share_of_indexer_cpu": round(stamp_cpu / b1_cpu, 2),
-                }
-            )
-        )
-        print(
-            f"targets: batched/min(a,b) = {rate_b1 / floor:.2f} (>= 0.6), "
-            f"batched/batch-1 = {rate_b1 / rate_one:.1f} (>= 10)"
-        )
+        figures: list[Ceiling] = []
+        if sink in ("real", "both"):
+            figures.append(await real_runs(base, root, texts, per_doc, stamp_cpu))
+        if sink in ("standin", "both"):
+            standin, url = start_standin()
+            figures.append(await standin_runs(base, root, texts, per_doc, url))
+            print_ceilings(figures)
     finally:
+        if standin is not None:
+            standin.terminate()
+            standin.wait(timeout=30)
         stack.stop()
         shutil.rmtree(root, ignore_errors=True)
 
 
+def options() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument(
+        "--sink",
+        choices=SINKS,
+        default=os.environ.get("BENCH_SINK", "real"),
+        help="where the indexer's bulks go: the embedded server (real), a loopback "
+        "stand-in that answers at once (standin), or one then the other (both)",
+    )
+    args = parser.parse_args()
+    if args.sink not in SINKS:  # a default from BENCH_SINK is not checked by argparse
+        parser.error(f"BENCH_SINK must be one of {', '.join(SINKS)}, not {args.sink!r}")
+    return args
+
+
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(options().sink))
