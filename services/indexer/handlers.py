@@ -32,6 +32,7 @@ from govindex.core.ports import (
     SearchIndex,
     SourceRegistry,
     TaggedCache,
+    VersionPlan,
 )
 from govindex.core.settings import Topics
 from govindex.core.tokens import HEURISTIC, TokenEstimator
@@ -126,7 +127,10 @@ async def record_batch(envelopes: Sequence[Envelope], ports: IndexerPorts) -> Re
     OpenSearch is not touched."""
     started = time.monotonic()
     planned, refused = await _prepare(envelopes, ports)
-    planned = await asyncio.to_thread(embed, planned, ports.embedders)
+    if ports.embedders and any(isinstance(e.plan, VersionPlan) for e in planned):
+        planned = await asyncio.to_thread(embed, planned, ports.embedders)
+    # (a batch of tombstones has nothing to embed: no hop through a thread pool that
+    # the documents lanes may keep busy)
     prepared = time.monotonic()
     metrics.STAGE_SECONDS.labels("prepare").observe(prepared - started)
     results: list[BatchResult | None] = [refused.get(i) for i in range(len(envelopes))]

@@ -52,6 +52,9 @@ class LanePolicy:
     drain_s: float = 60.0  # how long a revoked or stopped lane may finish its batch
     retry_after_error_s: float = 1.0
     max_tails: int = 16  # batches handled whose tails have not finished, at most
+    # How long the broker may hold a fetch that finds nothing new: a broker that does not
+    # answer a held fetch when records arrive makes this the lane's added latency.
+    fetch_wait_ms: int = 500
 
 
 class _TailFailed(Exception):
@@ -106,6 +109,7 @@ class PartitionLanes:
             client_id=client_id,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
+            fetch_max_wait_ms=policy.fetch_wait_ms,
             max_partition_fetch_bytes=max(policy.max_bytes, 1024 * 1024),
             **aiokafka_options(security),
         )

@@ -34,10 +34,12 @@ log = structlog.get_logger(__name__)
 
 WORKERS = Consumers.KINDS
 RELAY_STOP_S = 30.0  # a relay round publishes at most 1000 rows
-# Deletions in micro-batches: a short linger, so a lone delete is applied at once. Up to
-# 1,000 batches recorded ahead of their purges (grouped: see control/deletions.py), so a
-# stalled search server does not hold back tombstones.
-DELETION_LANE = LanePolicy(max_events=100, linger_s=0.005, queue_events=1000, max_tails=1000)
+# Deletions in micro-batches: a short linger and a short fetch wait, so a lone delete is
+# applied at once. Up to 1,000 batches recorded ahead of their purges (grouped: see
+# control/deletions.py), so a stalled search server does not hold back tombstones.
+DELETION_LANE = LanePolicy(
+    max_events=100, linger_s=0.005, queue_events=1000, max_tails=1000, fetch_wait_ms=50
+)
 
 
 async def subscriptions(rt: Runtime, names: Sequence[str], generation: int) -> list[Subscription]:
