@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from opensearchpy import AsyncOpenSearch
+from opensearchpy import AsyncHttpConnection, AsyncOpenSearch
 from opensearchpy import exceptions as os_exc
 
 from govindex.core.errors import GovindexError, PermanentError, TransientError
@@ -94,6 +94,9 @@ def client_options(url: str, security: OpenSearchSecurity) -> tuple[str, dict[st
     if security.aws_sigv4:
         assert security.aws_region  # Settings refuse SigV4 without a region
         options["http_auth"] = sigv4_auth(security.aws_region, security.aws_service)
+        # The default connection (AIOHttpConnection) takes any http_auth for a Basic
+        # user:password and fails on the first request; this one signs every request.
+        options["connection_class"] = AsyncHttpConnection
     elif security.username is not None:
         options["http_auth"] = (security.username, security.password or "")
     if "http_auth" in options:
