@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
+from typing import Protocol
 
 import structlog
 
@@ -38,8 +39,29 @@ from indexer.planning import PlannedEvent, plan_change, plan_deletion
 log = structlog.get_logger(__name__)
 
 
+class Manifests(Protocol):
+    async def get(self, tenant_id: str, source_id: str) -> SourceManifest | None: ...
+
+
+class _BatchManifests:
+    """The batch's source manifests, each read once: a batch of 500 events of one source
+    read the same row 500 times (7 % of the indexer's time in a profile of the purge
+    benchmark). Within a batch one answer holds for all its events, as it would have if
+    the batch had been read an instant earlier."""
+
+    def __init__(self, registry: SourceRegistry) -> None:
+        self._registry = registry
+        self._got: dict[tuple[str, str], SourceManifest | None] = {}
+
+    async def get(self, tenant_id: str, source_id: str) -> SourceManifest | None:
+        key = (tenant_id, source_id)
+        if key not in self._got:
+            self._got[key] = await self._registry.get(tenant_id, source_id)
+        return self._got[key]
+
+
 async def require_source(
-    registry: SourceRegistry, tenant_id: str, source_id: str, *, deletion: bool = False
+    registry: Manifests, tenant_id: str, source_id: str, *, deletion: bool = False
 ) -> SourceManifest:
     manifest = await registry.get(tenant_id, source_id)
     if manifest is None:
@@ -69,13 +91,14 @@ async def prepare_batch(
     content, what parsing and stamping refuse)."""
     planned: list[PlannedEvent] = []
     refused: dict[int, PermanentError] = {}
+    manifests = _BatchManifests(registry)
     for position, envelope in enumerate(envelopes):
         try:
             planned.append(
                 await prepare(
                     position,
                     envelope,
-                    registry=registry,
+                    registry=manifests,
                     blobs=blobs,
                     store=store,
                     generation=generation,
@@ -93,7 +116,7 @@ async def prepare(
     position: int,
     envelope: Envelope,
     *,
-    registry: SourceRegistry,
+    registry: Manifests,
     blobs: BlobStore,
     store: ChunkStore,
     generation: int,
