@@ -21,9 +21,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.types import TypeInfo
 
 from govindex.adapters.postgres.inspect import PostgresGauges
 from govindex.adapters.postgres.lineage import PostgresLineage
+from govindex.adapters.postgres.vectors import VectorBytes, vector_dumper
 from govindex.control.bootstrap import prepare
 from govindex.control.status import collect_status
 from govindex.core.ports import AuditEntry, DocumentKey
@@ -420,6 +422,9 @@ def _plans(dsn: str, statements: list[Statement]) -> tuple[dict[str, str], dict[
     plans: dict[str, str] = {}
     refused: dict[str, str] = {}
     with psycopg.connect(dsn) as conn:
+        vector = TypeInfo.fetch(conn, "vector")  # vectors were recorded as pgvector binary
+        assert vector is not None
+        conn.adapters.register_dumper(VectorBytes, vector_dumper(vector.oid))
         for statement in statements:
             try:
                 with conn.transaction(force_rollback=True):

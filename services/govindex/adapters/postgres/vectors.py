@@ -78,7 +78,7 @@ def vector_literal(vector: bytes) -> str:
     return "[" + ",".join(map(str, values.tolist())) + "]"
 
 
-class _Vector(bytes):
+class VectorBytes(bytes):
     """A float32 little-endian vector, sent to the server in pgvector's binary form."""
 
 
@@ -98,20 +98,25 @@ class _VectorDumper(Dumper):
 
 
 async def _binary_vectors(conn: AsyncConnection[Any]) -> None:
-    """Teach this connection to dump `_Vector` as the server's `vector` type (its oid is
-    the server's, looked up once per connection)."""
+    """Teach this connection to dump `VectorBytes` as the server's `vector` type (its oid
+    is the server's, looked up once per connection)."""
     if conn.adapters.types.get("vector") is None:
         info = await TypeInfo.fetch(conn, "vector")
         if info is None:
             raise RuntimeError("the vector type is missing: is the pgvector extension created?")
         info.register(conn)
-    oid = conn.adapters.types["vector"].oid
+    conn.adapters.register_dumper(VectorBytes, vector_dumper(conn.adapters.types["vector"].oid))
+
+
+def vector_dumper(oid: int) -> type[Dumper]:
+    """The dumper of `VectorBytes` for a server whose `vector` type has this oid (for a
+    connection of one's own: `conn.adapters.register_dumper(VectorBytes, ...)`)."""
     if oid not in _DUMPERS:
         _DUMPERS[oid] = type("VectorDumper", (_VectorDumper,), {"oid": oid})
-    conn.adapters.register_dumper(_Vector, _DUMPERS[oid])
+    return _DUMPERS[oid]
 
 
-_DUMPERS: dict[int, type[_VectorDumper]] = {}  # by the server's oid of `vector`
+_DUMPERS: dict[int, type[Dumper]] = {}  # by the server's oid of `vector`
 
 
 async def insert_vectors(
@@ -132,7 +137,7 @@ async def insert_vectors(
             "ON CONFLICT (chunk_id, embedder, embedder_version) DO UPDATE SET "
             "dims = EXCLUDED.dims, embedding = EXCLUDED.embedding",
             [
-                (c, embedder[0], embedder[1], dims, _Vector(v))
+                (c, embedder[0], embedder[1], dims, VectorBytes(v))
                 for c, v in zip(chunk_ids, vectors, strict=True)
             ],
         )
