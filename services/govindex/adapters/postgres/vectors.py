@@ -69,13 +69,16 @@ class Generation:
         )
 
 
-def vector_literal(vector: bytes) -> str:
-    """A float32 little-endian vector as pgvector's text form, `[x,y,…]`; one a model made
-    of a text it has no token of (NaN) is all zeros, which is near nothing."""
+def _finite(vector: bytes) -> np.ndarray[Any, np.dtype[np.float32]]:
+    """A float32 little-endian vector's values; one a model made of a text it has no token
+    of (NaN) is all zeros, which is near nothing."""
     values = np.frombuffer(vector, dtype="<f4")
-    if not np.isfinite(values).all():
-        values = np.zeros_like(values)
-    return "[" + ",".join(map(str, values.tolist())) + "]"
+    return values if np.isfinite(values).all() else np.zeros_like(values)
+
+
+def vector_literal(vector: bytes) -> str:
+    """A float32 little-endian vector as pgvector's text form, `[x,y,…]`."""
+    return "[" + ",".join(map(str, _finite(vector).tolist())) + "]"
 
 
 class VectorBytes(bytes):
@@ -91,9 +94,7 @@ class _VectorDumper(Dumper):
     format = Format.BINARY
 
     def dump(self, obj: Any) -> bytes:
-        values = np.frombuffer(obj, dtype="<f4")
-        if not np.isfinite(values).all():
-            values = np.zeros_like(values)  # as `vector_literal`
+        values = _finite(obj)
         return struct.pack(">HH", len(values), 0) + values.astype(">f4").tobytes()
 
 
