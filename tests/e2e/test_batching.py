@@ -15,11 +15,13 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import psycopg
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
@@ -344,6 +346,48 @@ async def test_a_deletion_is_recorded_while_an_earlier_purge_waits_for_the_searc
     await p.assert_sinks_agree()
 
 
+async def test_a_deletion_is_recorded_while_the_main_event_loop_is_blocked(
+    idle_pipeline: Pipeline,
+) -> None:
+    """The deletion lane's consumer, pool and tombstone step run on a loop of their own
+    thread: with the process's main loop (where the documents lanes parse, chunk and build
+    bulks) held by a step that never yields, a deletion is still recorded, and the document
+    hidden. The lane shared the main loop before, and recorded nothing until it was free.
+    Its purge runs on the main loop, once that is free again."""
+    p = idle_pipeline
+    tombstone = "SELECT count(*) FROM tombstones WHERE tenant_id = %s AND doc_id = %s"
+    async with Runtime(p.settings) as rt:
+        workers = Workers(rt, run=("indexer",))
+        await workers.start()
+        try:
+            p.workers = workers
+            await p.wait_processed(p.publish(p.change("gone.md", 1, "# gone\nwords\n")))
+            await p.wait_committed(timeout=120)
+            assert p.settings.pg_dsn
+
+            def blocking_step() -> int:
+                """What a CPU-bound lane step does to the loop: hold it, here until the
+                tombstone is seen (or 60 s), reading Postgres without the loop."""
+                p.publish(p.deletion("gone.md", 2), topic=p.settings.topics.deletions)
+                deadline = time.monotonic() + 60
+                with psycopg.connect(p.settings.pg_dsn, autocommit=True) as conn:
+                    while time.monotonic() < deadline:
+                        row = conn.execute(tombstone, (p.tenant, "gone.md")).fetchone()
+                        if row and row[0]:
+                            return int(row[0])
+                        time.sleep(0.05)
+                return 0
+
+            assert blocking_step() == 1, "the tombstone was recorded while the main loop was held"
+            assert await p.wait_purged("gone.md", 2)
+            await p.wait_committed(timeout=120)
+        finally:
+            p.workers = None
+            await workers.stop()
+    assert p.os_chunks() == []
+    await p.assert_sinks_agree()
+
+
 def _same_partition(p: Pipeline, n: int) -> list[str]:
     """`n` document names whose deletions the producer sends to one partition."""
     partitions = list(range(p.settings.partitions))
@@ -380,3 +424,4 @@ async def test_an_operator_deletion_goes_above_what_the_index_applied(
     assert sequence == 6
     await p.wait_purged("outside.md", 6)
     assert await p.pg_chunks("outside.md") == []
+

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
-import threading
 import weakref
 from collections.abc import Coroutine
 from typing import Any, Final, TypeVar
@@ -22,6 +20,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from govindex.adapters.kafka_security import KafkaSecurity, aiokafka_options
+from govindex.adapters.loop_thread import LoopThread
 from govindex.core.errors import TransientError
 
 log = structlog.get_logger(__name__)
@@ -33,7 +32,6 @@ T = TypeVar("T")
 # seen, and `Loop.run` only catches a loop that is stuck.
 REQUEST_TIMEOUT_MS: Final = 15_000
 CALL_TIMEOUT_S: Final = 60.0
-CLOSE_TIMEOUT_S: Final = 15.0
 # Kafka's errors, and a refused, reset or timed-out socket (TimeoutError is an OSError):
 # what a caller sees as a TransientError. Starting a client, aiokafka also lets a SCRAM
 # refusal (`e=unknown-user`) out as KeyError('v'): that one is "cannot reach Kafka" too.
@@ -41,7 +39,7 @@ FAILURES: Final = (KafkaError, OSError)
 UNREACHABLE: Final = (*FAILURES, KeyError)
 
 
-class Loop:
+class Loop(LoopThread):
     """An event loop on a daemon thread of its own, where one object's aiokafka clients
     are built and used.
 
@@ -57,27 +55,8 @@ class Loop:
 
     def __init__(self, name: str, bootstrap: str) -> None:
         self._bootstrap = bootstrap
-        self._loop = asyncio.new_event_loop()
         self._turn = asyncio.Lock()  # bound to the loop on first use, on the loop
-        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
-        self._closed = False
-        self._thread.start()
-
-    def _serve(self) -> None:
-        loop = self._loop
-        asyncio.set_event_loop(loop)
-        try:
-            loop.run_forever()
-        finally:
-            # What the clients left running (metadata refreshes, fetches) ends with the
-            # loop; the default executor (name lookups) is shut down, so no thread stays.
-            pending = asyncio.all_tasks(loop)
-            for task in pending:
-                task.cancel()
-            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.run_until_complete(loop.shutdown_default_executor())
-            loop.close()
+        super().__init__(name)
 
     def run(
         self, coro: Coroutine[Any, Any, T], timeout: float = CALL_TIMEOUT_S, what: str = ""
@@ -85,13 +64,13 @@ class Loop:
         """Run `coro` on the loop and wait for it (at most `timeout` seconds). Kafka's
         errors come out as `TransientError`, prefixed with `what`."""
         what = what or f"Kafka at {self._bootstrap}"
-        if self._closed:
+        if self.closed:
             coro.close()
             raise TransientError(f"{what}: the client is closed")
-        if threading.current_thread() is self._thread:  # waiting here would never end
+        if self.on_thread():  # waiting here would never end
             coro.close()
             raise RuntimeError("a blocking Kafka call made from its own event loop")
-        future = asyncio.run_coroutine_threadsafe(self._in_turn(coro), self._loop)
+        future = self.submit(self._in_turn(coro))
         done, _ = concurrent.futures.wait([future], timeout)
         if not done:
             future.cancel()
@@ -110,18 +89,6 @@ class Loop:
                 return await coro
         finally:
             coro.close()  # a call cancelled while it waited its turn never started
-
-    def close(self) -> None:
-        """Stop the loop and wait for its thread (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
-        with contextlib.suppress(RuntimeError):  # already closed
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        if threading.current_thread() is not self._thread:
-            self._thread.join(CLOSE_TIMEOUT_S)
-            if self._thread.is_alive():
-                log.warning("kafka.loop_not_stopped", bootstrap=self._bootstrap)
 
 
 class Clients:

@@ -20,6 +20,7 @@ import structlog
 
 from govindex.adapters.faststream import Broker, new_broker, subscribe
 from govindex.adapters.kafka_lanes import LanePolicy, PartitionLanes
+from govindex.control.deletions import DeletionLane
 from govindex.core.errors import TransientError
 from govindex.core.ports import EventPublisher
 from govindex.core.settings import Consumers
@@ -58,7 +59,7 @@ async def subscriptions(rt: Runtime, names: Sequence[str], generation: int) -> l
     return found
 
 
-Consumer = Broker | PartitionLanes
+Consumer = Broker | PartitionLanes | DeletionLane
 
 
 @dataclass
@@ -77,7 +78,6 @@ class Workers:
     _known_cdc: set[str] = field(default_factory=set)
     _generation: int = 0
     _publisher: EventPublisher | None = None
-    _deletion_rt: Runtime | None = None
     _relay: asyncio.Task[None] | None = None
     _background: list[asyncio.Task[None]] = field(default_factory=list)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -98,10 +98,6 @@ class Workers:
         self._generation = generation
         self._publisher = await self.rt.publisher()
         settings = self.rt.settings
-        if "indexer" in self.run:  # the deletion lane, on Postgres connections of its own
-            # Its own Postgres pool; the same OpenSearch client, so its purges go first.
-            deletion_rt = Runtime(settings, pool_size=3, index=self.rt.index)
-            self._deletion_rt = await deletion_rt.__aenter__()
         self._paused = await self.rt.controls.paused() & set(self.run)
         # Each consumer joins its own group; joining in parallel halves start-up.
         await asyncio.gather(*(self._start_kind(k) for k in self.run if k not in self._paused))
@@ -152,14 +148,10 @@ class Workers:
     async def _start_kind(self, kind: str, *, rewind: bool = False) -> None:
         """Build and start the consumers of one worker kind (`rewind`: reading their first
         partitions from the beginning, after the broker lost its log)."""
-        from govindex.control.deletions import deletion_subscription
-
         assert self._publisher is not None
         settings = self.rt.settings
         halt = self._halts[kind] = asyncio.Event()
         found = await subscriptions(self.rt, (kind,), self._generation)
-        if kind == "indexer" and self._deletion_rt is not None:
-            found.append(deletion_subscription(self._deletion_rt, self._generation))
         if kind == "cdc":
             self._known_cdc = {sub.consumer for sub in found}
         lane_policy = LanePolicy(
@@ -189,7 +181,17 @@ class Workers:
                     group_id=sub.group,
                     client_id=f"govindex-{sub.name}",
                     on_batch=on_batch,
-                    policy=DELETION_LANE if sub.topic == settings.topics.deletions else lane_policy,
+                    policy=lane_policy,
+                    rewind=rewind,
+                )
+            )
+        if kind == "indexer":  # the deletion lane, on a loop and Postgres pool of its own
+            consumers.append(
+                DeletionLane(
+                    self.rt,
+                    self._generation,
+                    DELETION_LANE,
+                    dead_letters_topic=settings.topics.dead_letters,
                     rewind=rewind,
                 )
             )
@@ -308,9 +310,6 @@ class Workers:
         async with self._lock:
             for kind in list(self._consumers):
                 await self._stop_kind(kind)
-        if self._deletion_rt is not None:
-            await self._deletion_rt.__aexit__(None, None, None)
-            self._deletion_rt = None
         if self._relay is not None:
             try:  # the relay ends its current round and returns
                 await asyncio.wait_for(asyncio.shield(self._relay), RELAY_STOP_S)
