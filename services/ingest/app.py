@@ -4,6 +4,7 @@ demo call."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import structlog
 
-from govindex.core.errors import GovindexError
+from govindex.core.errors import GovindexError, TransientError
 from govindex.core.formats import DEFAULT_INCLUDE
 from govindex.core.jobs import Job, JobState, Pacer
 from govindex.core.paths import selected
@@ -39,6 +40,7 @@ from ingest.reconcile import Drift, reconcile_snapshot
 from ingest.sources import FolderSnapshot, GitSnapshot
 
 log = structlog.get_logger(__name__)
+PUBLISH_NOW_S = 10.0  # an operator's deletion published by the command, at most this long
 
 Progress = Callable[[int, int], None]
 
@@ -245,9 +247,11 @@ async def _folder_of(rt: Runtime, manifest: SourceManifest) -> Path | None:
 async def delete_one(
     rt: Runtime, source_id: str, doc_id: str, reason: str
 ) -> tuple[SourceManifest, int]:
-    """Emit a tombstone for one document at its next sequence, above what the index holds."""
+    """Emit a tombstone for one document at its next sequence, above what the index holds,
+    and publish it at once: a worker's relay would publish it behind every row it has
+    queued. Should the broker be away, the relay publishes it later (it is in the outbox)."""
     manifest = await registered(rt, source_id)
-    sequence = await delete_document(
+    sequence, event_id = await delete_document(
         manifest,
         doc_id,
         topics=rt.settings.topics,
@@ -256,6 +260,13 @@ async def delete_one(
         reason=reason,
         applied=await rt.registry.document_sequence(manifest.tenant, source_id, doc_id),
     )
+    try:
+        publisher = await rt.publisher()
+        await asyncio.wait_for(
+            rt.outbox.relay(publisher.publish_many, event_ids=[event_id]), PUBLISH_NOW_S
+        )
+    except (TransientError, TimeoutError) as exc:
+        log.warning("delete.published_by_relay", event_id=event_id, error=str(exc))
     return manifest, sequence
 
 

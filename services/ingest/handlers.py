@@ -336,19 +336,22 @@ async def delete_document(
     deleted_at: datetime,
     reason: str,
     applied: int | None = None,
-) -> int:
-    """Emit a tombstone for one document at its next sequence; return that sequence.
-    `applied`: the last sequence the index applied to it; the tombstone goes above it, or
-    it would be stale (a document indexed by events the connector never emitted)."""
+) -> tuple[int, str]:
+    """Emit a tombstone for one document at its next sequence; return that sequence and
+    the event's id. `applied`: the last sequence the index applied to it; the tombstone
+    goes above it, or it would be stale (a document indexed by events the connector never
+    emitted)."""
     tenant, source = manifest.tenant, manifest.source_id
     async with state.transaction() as tx:
         if applied is not None:
             await tx.raise_sequences(tenant, source, {doc_id: applied})
         sequence = (await tx.reserve_sequences(tenant, source, [doc_id]))[doc_id]
         payload = _operator_deletion(manifest, doc_id, sequence, deleted_at, reason)
-        await tx.emit([document_message(topics, events.DOCUMENT_DELETED, payload, "deleted")])
+        message = document_message(topics, events.DOCUMENT_DELETED, payload, "deleted")
+        await tx.emit([message])
         await tx.record(tenant, source, {doc_id: None})
-    return sequence
+    assert message.event_id is not None  # every document event carries its CloudEvents id
+    return sequence, message.event_id
 
 
 async def delete_source(

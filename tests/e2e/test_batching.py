@@ -425,3 +425,22 @@ async def test_an_operator_deletion_goes_above_what_the_index_applied(
     await p.wait_purged("outside.md", 6)
     assert await p.pg_chunks("outside.md") == []
 
+
+async def test_an_operator_deletion_is_published_by_the_command_itself(
+    idle_pipeline: Pipeline,
+) -> None:
+    """`govindex delete` publishes its tombstone as soon as it is committed to the outbox:
+    a worker's relay would publish it behind every row it has queued (under an ingest load,
+    seconds). No worker runs here, so no relay: the row is published all the same, once."""
+    from ingest.app import delete_one
+
+    p = idle_pipeline
+    _, sequence = await delete_one(p.rt, p.source, "operator.md", "retired")
+    async with p.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT topic, published_at IS NOT NULL, publish_count FROM outbox "
+            "WHERE tenant_id = %s AND sequence = %s AND key LIKE %s",
+            (p.tenant, sequence, "%operator.md"),
+        )
+        rows = await cur.fetchall()
+    assert rows == [(p.settings.topics.deletions, True, 1)]

@@ -231,11 +231,12 @@ def delete_command(
 ) -> int:
     """Emit a tombstone for one document.
 
-    Emits document.deleted for DOC at its next sequence. The indexer records the tombstone
-    (later or replayed updates with a lower sequence are dropped) and the purger removes
-    the content according to the source's deletion_mode. A document neither the index nor
-    the source's connector ever held is refused (a typo would otherwise leave a tombstone
-    and a purge receipt for nothing), unless --force.
+    Emits document.deleted for DOC at its next sequence and publishes it at once (should
+    the broker be away, a worker's outbox relay publishes it). The indexer records the
+    tombstone (later or replayed updates with a lower sequence are dropped) and the purger
+    removes the content according to the source's deletion_mode. A document neither the
+    index nor the source's connector ever held is refused (a typo would otherwise leave a
+    tombstone and a purge receipt for nothing), unless --force.
 
         govindex delete --source handbook --doc runbooks/cache-flush.md
         govindex delete --source handbook --doc runbooks/cache-flush.md --reason retired

@@ -24,6 +24,16 @@ from govindex.core.envelope import KafkaRecord
 MAX_REPUBLISH_S = 3600
 
 
+_UNPUBLISHED = (
+    "SELECT id, topic, key, value, headers FROM outbox WHERE published_at IS NULL "
+    "ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED"
+)
+_UNPUBLISHED_OF = (
+    "SELECT id, topic, key, value, headers FROM outbox WHERE published_at IS NULL "
+    "AND event_id = ANY(%s) ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED"
+)
+
+
 class PostgresOutbox(PostgresAdapter):
     """Implements Outbox and DeadLetterLog."""
 
@@ -35,20 +45,22 @@ class PostgresOutbox(PostgresAdapter):
         self,
         publish: Callable[[str, Sequence[KafkaRecord]], Awaitable[None]],
         limit: int = 1000,
+        event_ids: Sequence[str] | None = None,
     ) -> int:
         """Publish up to `limit` unpublished rows, oldest first: one `publish` per topic run,
-        which sends them all and waits once for the broker's acknowledgements.
+        which sends them all and waits once for the broker's acknowledgements. With
+        `event_ids`, only those events' rows (what a command just emitted, published at once
+        rather than behind the relay's backlog; the order guard orders them).
 
         SKIP LOCKED lets several relays run without publishing a row twice at once; a crash
         after publishing but before marking re-publishes it, which consumers dedupe by id.
         Rows of one key keep their order: same topic, one producer, sent in id order.
         """
         async with transaction(self._pool) as conn:
-            cur = await conn.execute(
-                "SELECT id, topic, key, value, headers FROM outbox WHERE published_at IS NULL "
-                "ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED",
-                (limit,),
-            )
+            if event_ids is None:
+                cur = await conn.execute(_UNPUBLISHED, (limit,))
+            else:
+                cur = await conn.execute(_UNPUBLISHED_OF, (list(event_ids), limit))
             rows = await cur.fetchall()
             run: list[KafkaRecord] = []
             for i, (_id, topic, key, value, headers) in enumerate(rows):

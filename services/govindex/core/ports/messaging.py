@@ -15,6 +15,7 @@ class Outbox(Protocol):
         self,
         publish: Callable[[str, Sequence[KafkaRecord]], Awaitable[None]],
         limit: int = 1000,
+        event_ids: Sequence[str] | None = None,
     ) -> int: ...
 
     async def wait_for_rows(self, timeout_s: float) -> bool: ...
