@@ -77,7 +77,7 @@ async def main() -> None:
         print(f"  content by reference (blob row)   {reference / DOCS * 1e6:8.0f} us/event")
         print(f"  by reference / inline             {reference / inline:8.2f}x")
     finally:
-        stack.stop()
+        stack.stop(discard=True)
         shutil.rmtree(root, ignore_errors=True)
 
 

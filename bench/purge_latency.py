@@ -315,6 +315,22 @@ def report(name: str, t: Timings) -> float:
     return quantiles(t.visible)[2]
 
 
+def manifest(tenant: str, source: str) -> SourceManifest:
+    """A folder source readable by `group:b` for the purpose `bench`."""
+    return SourceManifest.model_validate(
+        {
+            "source_id": source,
+            "tenant": tenant,
+            "source_type": "folder",
+            "owner_team": "bench",
+            "classification": "internal",
+            "default_acl": ["group:b"],
+            "allowed_purposes": ["bench"],
+            "trust_level": "authoritative",
+        }
+    )
+
+
 def worker_env(settings: Settings) -> dict[str, str]:
     return {
         **os.environ,
@@ -350,20 +366,7 @@ async def main() -> None:
         publisher = AsyncKafkaPublisher(settings.kafka_bootstrap)
         await publisher.start()
         async with Runtime(settings) as rt:
-            await rt.registry.register(
-                SourceManifest.model_validate(
-                    {
-                        "source_id": SOURCE,
-                        "tenant": TENANT,
-                        "source_type": "folder",
-                        "owner_team": "bench",
-                        "classification": "internal",
-                        "default_acl": ["group:b"],
-                        "allowed_purposes": ["bench"],
-                        "trust_level": "authoritative",
-                    }
-                )
-            )
+            await rt.registry.register(manifest(TENANT, SOURCE))
             victims = [change(1_000_000 + n, 1) for n in range(2 * VICTIMS)]
             first = [change(doc, 1) for doc in range(DOCS)]
             await publisher.publish_many(settings.topics.documents, victims + first)
@@ -414,7 +417,7 @@ async def main() -> None:
                 worker.wait(timeout=120)
             except subprocess.TimeoutExpired:
                 worker.kill()
-        stack.stop()
+        stack.stop(discard=True)
         if os.environ.get("BENCH_WORKER_LOG"):
             shutil.copy(root / "worker.log", os.environ["BENCH_WORKER_LOG"])
         shutil.rmtree(root, ignore_errors=True)

@@ -426,7 +426,7 @@ async def main(sink: str) -> None:
         if standin is not None:
             standin.terminate()
             standin.wait(timeout=30)
-        stack.stop()
+        stack.stop(discard=True)
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -61,3 +61,16 @@ def test_the_fast_mode_is_named_and_leaves_no_data_behind(tmp_path: Path) -> Non
     assert fsync == "off"
     if os.geteuid() == 0:
         assert not Path(data).exists()
+
+
+def test_a_durable_stack_discarded_leaves_no_data_behind(tmp_path: Path) -> None:
+    """A benchmark's durable stack lives in a temporary state dir it removes after; as root
+    its data lives outside that dir, and a plain stop kept it there for good."""
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    stack, fsync, data = _started(private / "state", durable=True)
+    stack.stop(discard=True)
+    assert fsync == "on"
+    if os.geteuid() == 0:
+        assert Path(data).is_relative_to(PG_HOME)
+        assert not Path(data).parent.exists()

@@ -311,7 +311,10 @@ class EmbeddedStack:
         self._spawn("redis", "Redis", [*argv, *persistence], port)
         self.addresses["redis_url"] = f"redis://:{password}@127.0.0.1:{port}/0"
 
-    def stop(self) -> None:
+    def stop(self, *, discard: bool = False) -> None:
+        """Stop every server. A throw-away stack's PostgreSQL data kept outside its state
+        dir (as root: under PG_HOME) is removed; `discard` removes a durable one's too (a
+        benchmark's, whose state dir goes next: its data would be left behind for good)."""
         self._supervising.set()
         if self._supervisor is not None:
             self._supervisor.join(timeout=60)
@@ -327,8 +330,9 @@ class EmbeddedStack:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        if not self.durable and self._pg_data is not None and PG_HOME in self._pg_data.parents:
-            shutil.rmtree(self._pg_data.parent, ignore_errors=True)  # a test's throw-away data
+        throw_away = discard or not self.durable
+        if throw_away and self._pg_data is not None and PG_HOME in self._pg_data.parents:
+            shutil.rmtree(self._pg_data.parent, ignore_errors=True)
         for handle in self._logs:
             handle.close()
         self._logs.clear()
