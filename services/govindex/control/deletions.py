@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -53,6 +54,7 @@ LANE = Consumers.DELETIONS
 
 
 GROUP_EVENTS = 1000  # deletions purged together at most (a tail's own batch always)
+SWITCH_INTERVAL_S = 0.001
 
 
 @dataclass
@@ -204,6 +206,10 @@ class DeletionLane:
 
     async def start(self) -> None:
         main = asyncio.get_running_loop()
+        # A thread woken by its socket waits for the interpreter's lock until the thread
+        # holding it has run this long (5 ms by default): at each of the step's round trips
+        # while the documents lanes keep the main thread busy. 1 ms bounds that wait.
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
         # Built here, on the main loop: the purge's ports, and the model (loaded once; a
         # tombstone batch never embeds, a stray change on the topic would).
         indexer, purger = indexer_ports(self._rt, self._generation), purger_ports(self._rt)
