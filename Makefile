@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck check schemas bench bench-formats bench-dense bench-purge bench-emission bench-throughput eval-readpath eval-packs eval-facts clean up docs
+.PHONY: demo test lint typecheck check schemas bench bench-formats bench-dense bench-purge bench-growth bench-emission bench-throughput eval-readpath eval-packs eval-facts clean up docs
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,9 @@ bench-formats: $(STAMP)
 
 bench-purge: $(STAMP)
 	$(BIN)/python bench/purge_latency.py
+
+bench-growth: $(STAMP)
+	$(BIN)/python bench/growth.py
 
 bench-throughput: $(STAMP)
 	$(BIN)/python bench/throughput.py
