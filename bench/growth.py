@@ -32,22 +32,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 
 from opensearchpy import AsyncOpenSearch, OpenSearch
 
 from govindex.adapters.kafka_async import AsyncKafkaPublisher
 from govindex.adapters.opensearch import OpenSearchIndex
 from govindex.adapters.opensearch.purge import covering_queries, target_query
-from govindex.adapters.postgres.pool import migrate
-from govindex.control.bootstrap import prepare
 from govindex.core import events
 from govindex.core.envelope import KafkaRecord, encode_document_event
 from govindex.core.events import DocumentChanged, DocumentDeleted
@@ -55,10 +49,9 @@ from govindex.core.hashing import sha256_hex
 from govindex.core.logs import configure_logging
 from govindex.core.ports import PurgeTarget
 from govindex.core.settings import Settings
-from govindex.devstack.embedded import EmbeddedStack
 from govindex.runtime.composition import Runtime
 from indexer.planning import plan_version
-from purge_latency import count, manifest, start_worker, wait_for, worker_env
+from purge_latency import count, manifest, wait_for, worker_env, worker_stack
 
 TENANT, SOURCE, EMPTY = "bench", "growth", "growth-empty"
 SIZES = (10_000, 50_000, 200_000)
@@ -268,45 +261,20 @@ def report(rows: list[tuple[int, dict[str, float]]]) -> None:
 
 async def main(sizes: list[int]) -> None:
     configure_logging(level="WARNING", json_output=True)
-    root = Path(tempfile.mkdtemp(prefix="govindex-bench-"))
-    stack = EmbeddedStack(root / "state", namespace="bench", durable=True)
-    worker: subprocess.Popen[bytes] | None = None
-    try:
-        settings = Settings(state_dir=root / "state").model_copy(update=stack.start())
-        assert settings.pg_dsn and settings.kafka_bootstrap
-        await migrate(settings.pg_dsn)
-        await prepare(settings)
-        worker = start_worker(settings, root / "worker.log")
-        publisher = AsyncKafkaPublisher(settings.kafka_bootstrap)
-        await publisher.start()
-        async with Runtime(settings) as rt:
-            await rt.registry.register(manifest(TENANT, SOURCE))
-            await rt.registry.register(manifest(TENANT, EMPTY))
-            corpus, rows = Corpus(), []
-            for size in sizes:
-                print(f"growing the corpus to {size} documents", flush=True)
-                rate = await corpus.grow(rt, publisher, size)
-                print(f"    {rate:.0f} documents/s while growing", flush=True)
-                figures = await measure(rt, publisher, corpus)
-                rows.append((size, figures))
-                print(
-                    f"  at {size}: "
-                    + ", ".join(f"{k} {v * 1000:.3f} ms/doc" for k, v in figures.items()),
-                    flush=True,
-                )
-            report(rows)
-        await publisher.stop()
-    finally:
-        if worker is not None:
-            worker.terminate()
-            try:
-                worker.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-        stack.stop(discard=True)
-        if os.environ.get("BENCH_WORKER_LOG"):
-            shutil.copy(root / "worker.log", os.environ["BENCH_WORKER_LOG"])
-        shutil.rmtree(root, ignore_errors=True)
+    async with worker_stack(SOURCE, EMPTY) as (rt, publisher):
+        corpus, rows = Corpus(), []
+        for size in sizes:
+            print(f"growing the corpus to {size} documents", flush=True)
+            rate = await corpus.grow(rt, publisher, size)
+            print(f"    {rate:.0f} documents/s while growing", flush=True)
+            figures = await measure(rt, publisher, corpus)
+            rows.append((size, figures))
+            print(
+                f"  at {size}: "
+                + ", ".join(f"{k} {v * 1000:.3f} ms/doc" for k, v in figures.items()),
+                flush=True,
+            )
+        report(rows)
 
 
 if __name__ == "__main__":

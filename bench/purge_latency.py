@@ -23,6 +23,7 @@ Not a test: `make bench-purge`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import statistics
@@ -30,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -352,8 +354,11 @@ def start_worker(settings: Settings, log: Path) -> subprocess.Popen[bytes]:
     )
 
 
-async def main() -> None:
-    configure_logging(level="WARNING", json_output=True)
+@contextlib.asynccontextmanager
+async def worker_stack(*sources: str) -> AsyncIterator[tuple[Runtime, AsyncKafkaPublisher]]:
+    """A durable embedded stack (discarded after), one `govindex worker indexer purger`
+    process, a Runtime and a publisher, with `sources` registered for TENANT.
+    BENCH_WORKER_LOG=FILE keeps the worker's log."""
     root = Path(tempfile.mkdtemp(prefix="govindex-bench-"))
     stack = EmbeddedStack(root / "state", namespace="bench", durable=True)
     worker: subprocess.Popen[bytes] | None = None
@@ -365,51 +370,13 @@ async def main() -> None:
         worker = start_worker(settings, root / "worker.log")
         publisher = AsyncKafkaPublisher(settings.kafka_bootstrap)
         await publisher.start()
-        async with Runtime(settings) as rt:
-            await rt.registry.register(manifest(TENANT, SOURCE))
-            victims = [change(1_000_000 + n, 1) for n in range(2 * VICTIMS)]
-            first = [change(doc, 1) for doc in range(DOCS)]
-            await publisher.publish_many(settings.topics.documents, victims + first)
-            await wait_for(rt, APPLIED, len(victims) + len(first))
-            load = Load()
-            cap = await capacity(rt, publisher, load)
-            print(f"capacity: {cap:.0f} updates/s (backlog of {CAPACITY_BACKLOG} drained)")
-            await wait_for(rt, APPLIED, len(victims) + len(first) + CAPACITY_BACKLOG)
-            print(f"A. 50 % of capacity ({cap / 2:.0f} updates/s), {DELETES_PER_S:g} deletes/s:")
-            a = await scenario(
-                rt,
-                publisher,
-                load,
-                rate=cap / 2,
-                backlog=0,
-                victims=range(1_000_000, 1_000_000 + VICTIMS),
-            )
-            p99_a = report("A", a)
-            print(
-                f"B. backlog of {BACKLOG} updates, then 200 % of capacity "
-                f"({cap * 2:.0f} updates/s), {DELETES_PER_S:g} deletes/s:"
-            )
-            b = await scenario(
-                rt,
-                publisher,
-                load,
-                rate=cap * 2,
-                backlog=BACKLOG,
-                victims=range(1_000_000 + VICTIMS, 1_000_000 + 2 * VICTIMS),
-            )
-            p99_b = report("B", b)
-            print(
-                "targets: delete -> tombstone visible p99 <= "
-                f"{TARGET_S:g} s: A {p99_a:.2f} s {'met' if p99_a <= TARGET_S else 'NOT met'}, "
-                f"B {p99_b:.2f} s {'met' if p99_b <= TARGET_S else 'NOT met'}"
-            )
-            for name, t in (("A", a), ("B", b)):
-                gap = quantiles(t.cli_visible)[2] - quantiles(t.cli_round_trip)[2]
-                print(
-                    f"  {name}: `govindex delete` -> visible p99 minus its round trip p99 = "
-                    f"{gap:+.2f} s <= {TARGET_S:g} s: {'met' if gap <= TARGET_S else 'NOT met'}"
-                )
-        await publisher.stop()
+        try:
+            async with Runtime(settings) as rt:
+                for source in sources:
+                    await rt.registry.register(manifest(TENANT, source))
+                yield rt, publisher
+        finally:
+            await publisher.stop()
     finally:
         if worker is not None:  # it finishes its in-flight batches; the backlog is dropped
             worker.terminate()
@@ -421,6 +388,54 @@ async def main() -> None:
         if os.environ.get("BENCH_WORKER_LOG"):
             shutil.copy(root / "worker.log", os.environ["BENCH_WORKER_LOG"])
         shutil.rmtree(root, ignore_errors=True)
+
+
+async def main() -> None:
+    configure_logging(level="WARNING", json_output=True)
+    async with worker_stack(SOURCE) as (rt, publisher):
+        settings = rt.settings
+        victims = [change(1_000_000 + n, 1) for n in range(2 * VICTIMS)]
+        first = [change(doc, 1) for doc in range(DOCS)]
+        await publisher.publish_many(settings.topics.documents, victims + first)
+        await wait_for(rt, APPLIED, len(victims) + len(first))
+        load = Load()
+        cap = await capacity(rt, publisher, load)
+        print(f"capacity: {cap:.0f} updates/s (backlog of {CAPACITY_BACKLOG} drained)")
+        await wait_for(rt, APPLIED, len(victims) + len(first) + CAPACITY_BACKLOG)
+        print(f"A. 50 % of capacity ({cap / 2:.0f} updates/s), {DELETES_PER_S:g} deletes/s:")
+        a = await scenario(
+            rt,
+            publisher,
+            load,
+            rate=cap / 2,
+            backlog=0,
+            victims=range(1_000_000, 1_000_000 + VICTIMS),
+        )
+        p99_a = report("A", a)
+        print(
+            f"B. backlog of {BACKLOG} updates, then 200 % of capacity "
+            f"({cap * 2:.0f} updates/s), {DELETES_PER_S:g} deletes/s:"
+        )
+        b = await scenario(
+            rt,
+            publisher,
+            load,
+            rate=cap * 2,
+            backlog=BACKLOG,
+            victims=range(1_000_000 + VICTIMS, 1_000_000 + 2 * VICTIMS),
+        )
+        p99_b = report("B", b)
+        print(
+            "targets: delete -> tombstone visible p99 <= "
+            f"{TARGET_S:g} s: A {p99_a:.2f} s {'met' if p99_a <= TARGET_S else 'NOT met'}, "
+            f"B {p99_b:.2f} s {'met' if p99_b <= TARGET_S else 'NOT met'}"
+        )
+        for name, t in (("A", a), ("B", b)):
+            gap = quantiles(t.cli_visible)[2] - quantiles(t.cli_round_trip)[2]
+            print(
+                f"  {name}: `govindex delete` -> visible p99 minus its round trip p99 = "
+                f"{gap:+.2f} s <= {TARGET_S:g} s: {'met' if gap <= TARGET_S else 'NOT met'}"
+            )
 
 
 if __name__ == "__main__":

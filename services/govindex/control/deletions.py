@@ -74,7 +74,7 @@ class PurgeGroup:
     same (harmless: the purge is idempotent) and redelivered to the partition's next owner.
 
     `record` are the ports of the tombstone step, `indexer` and `purger` those of the
-    purge; with `purge_loop`, the purge runs there (the lane's loop is another thread's).
+    purge, which runs on `purge_loop` (the lane's own loop is another thread's).
     """
 
     def __init__(
@@ -83,7 +83,7 @@ class PurgeGroup:
         indexer: IndexerPorts,
         purger: PurgerPorts,
         *,
-        purge_loop: asyncio.AbstractEventLoop | None = None,
+        purge_loop: asyncio.AbstractEventLoop,
     ) -> None:
         self._record, self._indexer, self._purger = record, indexer, purger
         self._purge_loop = purge_loop
@@ -105,8 +105,6 @@ class PurgeGroup:
             self._waiting[batch] = _Waiting(envelopes, recorded)
 
         async def rest() -> list[Any]:
-            if self._purge_loop is None:
-                return await self.purged(batch)
             future = asyncio.run_coroutine_threadsafe(self.purged(batch), self._purge_loop)
             return await asyncio.wrap_future(future)  # a cancelled wait cancels the purge
 
@@ -199,10 +197,6 @@ class DeletionLane:
         self._lane_rt: Runtime | None = None
         self._lanes: PartitionLanes | None = None
         self._stopping: asyncio.Event | None = None  # the lane loop's
-
-    @property
-    def assigned(self) -> list[int]:
-        return self._lanes.assigned if self._lanes is not None else []
 
     async def start(self) -> None:
         main = asyncio.get_running_loop()
