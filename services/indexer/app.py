@@ -8,6 +8,7 @@ from functools import partial
 from govindex.runtime.composition import Runtime
 from govindex.runtime.subscription import Subscription, subscription
 from indexer.embedding import reembed
+from indexer.extractors import extractor_for
 from indexer.handlers import CONSUMER, IndexerPorts, index_batch
 from indexer.reparse import ReparseReport, reparse
 
@@ -25,6 +26,17 @@ def indexer_ports(rt: Runtime, generation: int) -> IndexerPorts:
         generations=rt.generations,
         tokens=rt.tokens,
     )
+
+
+def warm_up(rt: Runtime) -> None:
+    """Load what the first batch would otherwise load (blocking: run it in a thread): the
+    extractors' libraries and each local model (a model with a `warm` method), so the
+    first batch is not seconds slower than the next and a broken model shows at start."""
+    extractor_for(None)  # registers the extractors, importing their libraries
+    for embedder in rt.embedders:
+        warm = getattr(embedder, "warm", None)  # optional: a remote model has nothing to load
+        if callable(warm):
+            warm()
 
 
 def indexer_subscriptions(rt: Runtime, generation: int) -> list[Subscription]:

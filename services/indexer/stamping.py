@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 
 from govindex.core.errors import InvalidEvent, MissingAcl
 from govindex.core.events import DocumentChanged
@@ -150,30 +151,40 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 
 
 def simhash64(text: str) -> int:
-    """64-bit SimHash over word trigrams, as a signed int64 (fits a Postgres bigint).
+    """64-bit SimHash over word trigrams, as a signed int64 (fits a Postgres bigint): bit b
+    is set when more than half of the shingles' BLAKE2b-64 hashes have bit b set.
 
-    Bit b is set when more than half of the shingles' hashes have bit b set. The counts
-    are kept bit-sliced (plane k holds bit k of all 64 counters), so adding a hash is a
-    few whole-word operations instead of 64 (this was most of the indexer's CPU).
+    The hashes are laid end to end in one integer, and bit b's count is the popcount of
+    that integer masked to bit b of every hash: 64 whole-integer operations a text, in C,
+    instead of a Python step per hash and bit (counting them in Python, even bit-sliced,
+    was a seventh of the indexer's CPU).
     """
-    words = _WORD.findall(text.lower())
-    shingles = [" ".join(words[i : i + 3]) for i in range(max(1, len(words) - 2))]
-    planes: list[int] = []
-    for shingle in shingles:
-        carry = int.from_bytes(hashlib.blake2b(shingle.encode(), digest_size=8).digest(), "big")
-        for k, plane in enumerate(planes):
-            planes[k], carry = plane ^ carry, plane & carry
-            if not carry:
-                break
-        if carry:
-            planes.append(carry)
-    half = len(shingles)  # bit set iff 2 * count > number of shingles
+    digests = _shingle_hashes(text)
+    n = len(digests)
+    laid = int.from_bytes(b"".join(digests), "big")
+    lowest = _lowest_bits(n)  # bit 0 of each of the n hashes
     value = 0
     for bit in range(64):
-        count = sum(((plane >> bit) & 1) << k for k, plane in enumerate(planes))
-        if 2 * count > half:
+        if 2 * (laid & (lowest << bit)).bit_count() > n:
             value |= 1 << bit
     return value - (1 << 64) if value >= 1 << 63 else value
+
+
+@lru_cache(maxsize=1024)
+def _lowest_bits(n: int) -> int:
+    return int.from_bytes(b"\0\0\0\0\0\0\0\1" * n, "big")
+
+
+def _shingle_hashes(text: str) -> list[bytes]:
+    """The 8-byte BLAKE2b digest of each word trigram (the words joined by one space; a
+    text of fewer than three words is one shingle)."""
+    words = [w.encode() for w in _WORD.findall(text.lower())]
+    if len(words) < 3:
+        shingles = [b" ".join(words)]
+    else:
+        shingles = [b" ".join(t) for t in zip(words, words[1:], words[2:], strict=False)]
+    blake = hashlib.blake2b
+    return [blake(s, digest_size=8).digest() for s in shingles]
 
 
 def chunk_id(

@@ -18,9 +18,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import SecretStr
 
 import govindex.adapters.embedder as legacy
+import govindex.adapters.embedders.wordllama as wordllama_adapter
 from govindex.adapters.embedders import (
     EmbedderError,
     EmbedderSpec,
@@ -35,6 +38,7 @@ from govindex.adapters.embedders import (
     parse_embedder,
 )
 from govindex.adapters.embedders.http_api import PROBE
+from govindex.adapters.embedders.wordllama import _tokens
 from govindex.core.errors import TransientError
 from tests.support.embedding_server import EmbeddingServer
 from tests.support.models import M2V_DIMS, build_model2vec
@@ -162,6 +166,50 @@ def test_wordllama_is_unchanged_and_still_importable_from_its_old_place() -> Non
     direct = np.asarray(model.embed(TEXTS, norm=True), dtype="<f4")
     assert vectors == [row.tobytes() for row in direct]
     assert embedder.embed([]) == []
+
+
+def _library_vectors(texts: list[str]) -> list[bytes]:
+    from govindex.adapters.embedders.wordllama import _model
+
+    return [row.tobytes() for row in np.asarray(_model().embed(texts, norm=True), dtype="<f4")]
+
+
+_TEXT_PARTS = st.sampled_from([*"ab xyz  \n\t.,-é中😀\u2581#`", "the ", "database "])
+_TEXTS = st.lists(_TEXT_PARTS, min_size=1, max_size=40).map("".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_TEXTS, min_size=1, max_size=8))
+def test_wordllama_tokens_by_piece_are_the_tokenizers_own(texts: list[str]) -> None:
+    tokens = _tokens()
+    for text in texts:
+        assert tokens.ids(text) == tokens.whole(text)
+    assert WordLlamaEmbedder().embed(texts) == _library_vectors(texts)
+
+
+def test_wordllama_vectors_are_the_librarys_bit_for_bit_in_any_grouping(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    words = [
+        "rotate",
+        "the",
+        "database",
+        "credentials",
+        "before",
+        "the",
+        "failover",
+        "window",
+        "closes",
+    ]
+    texts = [" ".join(words[: 1 + i % len(words)]) * (1 + i % 5) for i in range(120)]
+    texts += ["x" * 3000, "  leading and trailing  ", "tabs\tand\nnewlines", "été 中文 😀"]
+    expected = _library_vectors(texts)
+    assert WordLlamaEmbedder().embed(texts) == expected
+    # Small groups and a long text summed in blocks add in the same order: the same bits.
+    monkeypatch.setattr(wordllama_adapter, "_CELLS", 7)
+    assert WordLlamaEmbedder().embed(texts) == expected
+    empty = np.frombuffer(WordLlamaEmbedder().embed([""])[0], dtype="<f4")
+    assert np.isnan(empty).all()  # no tokens: NaN, as the library gives
 
 
 # --- model2vec ---------------------------------------------------------------------------

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from govindex.core.errors import InvalidEvent, MissingAcl
 from govindex.core.events import DocumentChanged
@@ -144,3 +148,28 @@ def test_simhash_is_close_for_near_duplicates_and_far_for_different_text() -> No
         return bin((x ^ y) & (2**64 - 1)).count("1")
 
     assert distance(a, b) < distance(a, c)
+
+
+def _simhash_by_counting(text: str) -> int:
+    """SimHash as defined, one counter per bit: the oracle the numpy version must equal
+    (stored simhashes are compared across versions, so the values may never change)."""
+    words = re.findall(r"\w+", text.lower())
+    shingles = [" ".join(words[i : i + 3]) for i in range(max(1, len(words) - 2))]
+    counts = [0] * 64
+    for shingle in shingles:
+        h = int.from_bytes(hashlib.blake2b(shingle.encode(), digest_size=8).digest(), "big")
+        for bit in range(64):
+            counts[bit] += (h >> bit) & 1
+    value = sum(1 << bit for bit in range(64) if 2 * counts[bit] > len(shingles))
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+_WORDISH = st.text(alphabet=st.sampled_from(list("ab cé\u4e2d\n.-_9ß")), min_size=0, max_size=300)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_WORDISH, min_size=1, max_size=12))
+def test_simhash_equals_one_counter_per_bit(texts: list[str]) -> None:
+    assert [simhash64(t) for t in texts] == [_simhash_by_counting(t) for t in texts]
+    long = " ".join(texts) * 40  # thousands of shingles laid end to end
+    assert simhash64(long) == _simhash_by_counting(long)

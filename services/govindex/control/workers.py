@@ -99,6 +99,10 @@ class Workers:
         self._publisher = await self.rt.publisher()
         settings = self.rt.settings
         self._paused = await self.rt.controls.paused() & set(self.run)
+        if "indexer" in self.run:
+            from indexer.app import warm_up
+
+            await asyncio.to_thread(warm_up, self.rt)
         # Each consumer joins its own group; joining in parallel halves start-up.
         await asyncio.gather(*(self._start_kind(k) for k in self.run if k not in self._paused))
         policy = self.relay or RelayPolicy(

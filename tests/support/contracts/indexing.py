@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -126,6 +127,33 @@ class ChunkStoreContract:
         )
         ids = [c.chunk_id for c in written]
         assert await store.chunks_present([*ids, "no-such-chunk"]) == set(ids)
+
+    async def test_chunk_arrays_are_read_back_as_written_whatever_they_hold(
+        self, store: ChunkStore, source: SourceManifest
+    ) -> None:
+        """Quotes, backslashes, commas, braces, blanks, the word NULL and empty strings in
+        a chunk's arrays survive the write (its COPY quotes each array itself)."""
+        odd = ('a "quoted", {braced} \\ back', "NULL", "", "  spaced  ", "é,中\t|", "{}")
+        plan = version_plan(source, "arrays.md", 1, TEXT, acl=["group:eng"])
+        chunks = tuple(
+            c.model_copy(update={"heading_path": odd, "labels": odd[::-1], "evidence": ()})
+            for c in plan.chunks
+        )
+        plan = replace(plan, chunks=chunks)
+        async with store.transaction() as tx:
+            (result,) = await tx.insert_versions([plan])
+            await tx.mark_active_all([(plan, result.version_id)])
+        read = {c.chunk_id: c for c in await store.chunks_changed_by_many([(plan.key, 1)])}
+        assert len(read) == len(chunks) > 0
+        for chunk in chunks:
+            got = read[chunk.chunk_id]
+            assert (got.heading_path, got.labels, got.evidence, got.acl) == (
+                odd,
+                odd[::-1],
+                (),
+                chunk.acl,
+            )
+            assert got.text == chunk.text
 
     async def test_the_documents_row_never_moves_backwards(
         self, store: ChunkStore, source: SourceManifest

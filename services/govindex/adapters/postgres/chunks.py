@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, LiteralString
+from functools import lru_cache
+from typing import Any, LiteralString, get_origin
 
 from psycopg import AsyncConnection, sql
+from psycopg.adapt import PyFormat, Transformer
 from psycopg.rows import kwargs_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -13,6 +15,7 @@ from govindex.adapters.postgres.tx import connection
 from govindex.core.records import Chunk
 
 CHUNK_COLUMNS: tuple[str, ...] = tuple(Chunk.model_fields)
+_ARRAYS = frozenset(n for n, f in Chunk.model_fields.items() if get_origin(f.annotation) is tuple)
 
 
 def chunk_row(chunk: Chunk) -> list[Any]:
@@ -42,7 +45,28 @@ async def copy_chunks(conn: AsyncConnection[Any], chunks: Sequence[Chunk]) -> No
     )
     async with conn.cursor() as cur, cur.copy(statement) as copy:
         for chunk in chunks:
-            await copy.write_row(chunk_row(chunk))
+            await copy.write_row(_copy_row(chunk))
+
+
+def _copy_row(chunk: Chunk) -> list[Any]:
+    """A chunk's COPY row: its fields as they are, each `text[]` as its text form, kept
+    from chunk to chunk (a batch repeats the same ACL, scopes, purposes and evidence on
+    every chunk; psycopg's array dumper, in Python, was a twentieth of the indexer's CPU)."""
+    return [
+        _array_text(getattr(chunk, name)) if name in _ARRAYS else getattr(chunk, name)
+        for name in CHUNK_COLUMNS
+    ]
+
+
+@lru_cache(maxsize=4096)
+def _array_text(values: tuple[str, ...]) -> str:
+    """`values` as a Postgres array literal, quoted by psycopg's own dumper (COPY then
+    escapes it as any text field, and the server parses it as the column's array)."""
+    items = list(values)
+    return bytes(_TRANSFORMER.get_dumper(items, PyFormat.TEXT).dump(items) or b"{}").decode()
+
+
+_TRANSFORMER = Transformer()
 
 
 async def select_chunks(

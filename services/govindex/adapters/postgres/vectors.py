@@ -144,6 +144,30 @@ async def insert_vectors(
         )
 
 
+async def copy_vectors(
+    conn: AsyncConnection[Any],
+    chunk_ids: Sequence[str],
+    vectors: Sequence[bytes],
+    embedder: tuple[str, str],
+    dims: int,
+) -> None:
+    """The vectors of chunks written in this same transaction, with a binary COPY: no row
+    of theirs can exist yet (the chunks are new, and a vector row goes with its chunk), so
+    there is nothing to upsert; an `INSERT` per row, each formatted in Python, was a
+    twentieth of the indexer's CPU."""
+    if not vectors:
+        return
+    await _binary_vectors(conn)
+    statement = (
+        "COPY chunk_vectors (chunk_id, embedder, embedder_version, dims, embedding) "
+        "FROM STDIN (FORMAT BINARY)"
+    )
+    async with conn.cursor() as cur, cur.copy(statement) as copy:
+        copy.set_types(["text", "text", "text", "int4", "vector"])
+        for chunk_id, vector in zip(chunk_ids, vectors, strict=True):
+            await copy.write_row((chunk_id, embedder[0], embedder[1], dims, VectorBytes(vector)))
+
+
 def _index_ddl(generation: Generation) -> sql.Composed:
     return sql.SQL(
         "CREATE INDEX IF NOT EXISTS {name} ON chunk_vectors USING hnsw ({expr} vector_ip_ops) "

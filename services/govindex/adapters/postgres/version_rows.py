@@ -11,7 +11,7 @@ from psycopg import AsyncConnection, sql
 from psycopg.types.json import Jsonb
 
 from govindex.adapters.postgres.document_keys import key_columns
-from govindex.adapters.postgres.vectors import insert_vectors
+from govindex.adapters.postgres.vectors import copy_vectors
 from govindex.core.ports import VersionPlan
 
 
@@ -120,7 +120,7 @@ async def insert_plan_vectors(conn: AsyncConnection[Any], plans: Sequence[Versio
     models = {model for p in plans for model in p.vectors}
     for model in sorted(models):
         same = [p for p in plans if p.vectors.get(model)]
-        await insert_vectors(
+        await copy_vectors(
             conn,
             [c.chunk_id for p in same for c in p.chunks],
             [v for p in same for v in p.vectors[model]],
