@@ -131,7 +131,11 @@ async def prepare(
     if isinstance(payload, DocumentDeleted):
         return plan_deletion(position, envelope, payload, manifest, now=now)
     text = await content(payload, blobs=blobs, store=store)
-    extracted = await asyncio.to_thread(extracted_text, payload, text)
+    extracted = None
+    if text is not None and extractor_for(payload.path or payload.doc_id) is not None:
+        # Only a file an extractor reads hops to a thread: a hop for every Markdown
+        # event was a twentieth of the indexer's CPU.
+        extracted = await asyncio.to_thread(extracted_text, payload, text)
     return plan_change(
         position,
         envelope,

@@ -7,7 +7,6 @@ from functools import lru_cache
 from typing import Any, LiteralString, get_origin
 
 from psycopg import AsyncConnection, sql
-from psycopg.adapt import PyFormat, Transformer
 from psycopg.rows import kwargs_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -60,13 +59,16 @@ def _copy_row(chunk: Chunk) -> list[Any]:
 
 @lru_cache(maxsize=4096)
 def _array_text(values: tuple[str, ...]) -> str:
-    """`values` as a Postgres array literal, quoted by psycopg's own dumper (COPY then
-    escapes it as any text field, and the server parses it as the column's array)."""
-    items = list(values)
-    return bytes(_TRANSFORMER.get_dumper(items, PyFormat.TEXT).dump(items) or b"{}").decode()
+    """`values` as a Postgres array literal with every element quoted (valid input for
+    any text, the word NULL and the empty string included); COPY then escapes it as any
+    text field, and the server parses it as the column's array."""
+    return "{" + ",".join(map(_quoted, values)) + "}"
 
 
-_TRANSFORMER = Transformer()
+def _quoted(value: str) -> str:
+    """An array element in double quotes, each backslash and double quote escaped with a
+    backslash."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 async def select_chunks(
