@@ -24,8 +24,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check services tests bench clients deploy
-	$(BIN)/ruff format --check services tests bench clients deploy
+	$(BIN)/ruff check services tests bench clients deploy docs/hooks
+	$(BIN)/ruff format --check services tests bench clients deploy docs/hooks
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)

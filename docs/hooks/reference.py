@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 import textwrap
 import types
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
@@ -25,7 +24,6 @@ SETTINGS_MARKER = "<!-- generated: settings -->"
 PARSERS_MARKER = "<!-- generated: parsers -->"
 MODEL_MARKER = re.compile(r"<!-- generated: model ([A-Za-z_][\w.]*) -->")
 ENV_PREFIX = "GOVINDEX_"
-
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:

@@ -5,12 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
+import structlog
+
+from govindex.core.inputs import quote
 from govindex.runtime.composition import Runtime
 from govindex.runtime.subscription import Subscription, subscription
 from indexer.embedding import reembed
 from indexer.extractors import extractor_for
 from indexer.handlers import CONSUMER, IndexerPorts, index_batch
 from indexer.reparse import ReparseReport, reparse
+
+log = structlog.get_logger(__name__)
 
 
 def indexer_ports(rt: Runtime, generation: int) -> IndexerPorts:
@@ -31,12 +36,21 @@ def indexer_ports(rt: Runtime, generation: int) -> IndexerPorts:
 def warm_up(rt: Runtime) -> None:
     """Load what the first batch would otherwise load (blocking: run it in a thread): the
     extractors' libraries and each local model (a model with a `warm` method), so the
-    first batch is not seconds slower than the next and a broken model shows at start."""
+    first batch is not seconds slower than the next. A model that fails to load is logged
+    and left: its chunks are committed without vectors and queued, as on any batch."""
     extractor_for(None)  # registers the extractors, importing their libraries
     for embedder in rt.embedders:
         warm = getattr(embedder, "warm", None)  # optional: a remote model has nothing to load
-        if callable(warm):
+        if not callable(warm):
+            continue
+        try:
             warm()
+        except Exception as exc:
+            log.warning(
+                "embedding.warm_failed",
+                model=f"{embedder.name}/{embedder.version}",
+                error=f"{exc.__class__.__name__}: {quote(str(exc))}",
+            )
 
 
 def indexer_subscriptions(rt: Runtime, generation: int) -> list[Subscription]:

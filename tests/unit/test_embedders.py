@@ -181,9 +181,11 @@ _TEXTS = st.lists(_TEXT_PARTS, min_size=1, max_size=40).map("".join)
 @settings(max_examples=200, deadline=None)
 @given(st.lists(_TEXTS, min_size=1, max_size=8))
 def test_wordllama_tokens_by_piece_are_the_tokenizers_own(texts: list[str]) -> None:
-    tokens = _tokens()
-    for text in texts:
-        assert tokens.ids(text) == tokens.whole(text)
+    from govindex.adapters.embedders.wordllama import _model
+
+    tokens, tokenizer = _tokens(), _model().tokenizer
+    for text in texts:  # the tokenizer's own answer for the whole text
+        assert tokens.ids(text) == tokenizer.encode(text, add_special_tokens=False).ids
     assert WordLlamaEmbedder().embed(texts) == _library_vectors(texts)
 
 
@@ -541,3 +543,30 @@ async def test_the_server_serves_async_tests_too(server: EmbeddingServer) -> Non
     await server.astart()
     (vector,) = await asyncio.to_thread(embedder.embed, ["up"])
     assert np.allclose(np.frombuffer(vector, "<f4"), local(["up"])[0], atol=1e-6)
+
+
+def test_a_model_that_fails_to_load_at_start_does_not_stop_the_indexer() -> None:
+    """Start-up warms each local model; one that fails is left to the batches, which
+    commit chunks without its vectors and queue them (`embedding.deferred`)."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    from govindex.runtime.composition import Runtime
+    from indexer.app import warm_up
+
+    warmed: list[str] = []
+
+    class Broken:
+        name, version, dims = "broken", "1", 4
+
+        def warm(self) -> None:
+            raise OSError("model files unreadable")
+
+    class Fine:
+        name, version, dims = "fine", "1", 4
+
+        def warm(self) -> None:
+            warmed.append(self.name)
+
+    warm_up(cast(Runtime, SimpleNamespace(embedders=(Broken(), Fine()))))
+    assert warmed == ["fine"]

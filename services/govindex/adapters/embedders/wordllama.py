@@ -78,7 +78,6 @@ class _Tokens:
                 f"the WordLlama tokenizer has tokens with {_SPACE!r} inside ({crossing[:3]}); "
                 "this adapter's piecewise tokenizing does not apply to it"
             )
-        self._tokenizer = tokenizer
         self._pieces = _Pieces(tokenizer.model)  # the BPE alone: no normalizer, no padding
 
     def ids(self, text: str) -> list[int]:
@@ -86,10 +85,6 @@ class _Tokens:
             return []
         pieces = _PIECE.findall(_SPACE + text.replace(" ", _SPACE))
         return list(chain.from_iterable(map(self._pieces.__getitem__, pieces)))
-
-    def whole(self, text: str) -> list[int]:
-        """The tokenizer's own answer for the whole text (what `ids` must equal)."""
-        return list(self._tokenizer.encode(text, add_special_tokens=False).ids)
 
 
 @cache
