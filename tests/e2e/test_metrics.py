@@ -80,6 +80,7 @@ def test_metrics_are_scraped_from_a_running_stack(running: Path) -> None:
         ),
     )
     assert value(samples, "govindex_stage_duration_seconds_count", stage="purge") >= 1
+    assert value(samples, "govindex_deletion_hidden_seconds_count") >= 1
     for gauge in (
         "govindex_outbox_pending_events",
         "govindex_outbox_oldest_pending_age_seconds",

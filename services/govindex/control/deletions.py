@@ -30,6 +30,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -39,6 +40,7 @@ from govindex.adapters.loop_thread import LoopThread
 from govindex.core import metrics
 from govindex.core.envelope import Envelope
 from govindex.core.errors import PermanentError
+from govindex.core.events import DocumentDeleted
 from govindex.core.ports import ApplyResult
 from govindex.core.settings import Consumers
 from govindex.runtime.composition import Runtime
@@ -61,6 +63,17 @@ SWITCH_INTERVAL_S = 0.001
 class _Waiting:
     envelopes: Sequence[Envelope]
     recorded: Recorded
+
+
+def _hidden_after(recorded: Recorded, now: datetime) -> list[float]:
+    """Seconds from each deletion's time to `now`, for the tombstones this step committed."""
+    return [
+        max((now - e.payload.deleted_at).total_seconds(), 0.0)
+        for e in recorded.planned
+        if isinstance(e.payload, DocumentDeleted)
+        and isinstance(result := recorded.results[e.position], ApplyResult)
+        and result.outcome == "tombstoned"
+    ]
 
 
 class PurgeGroup:
@@ -99,7 +112,17 @@ class PurgeGroup:
         recorded = await record_batch(envelopes, self._record)
         recorded_s = time.monotonic() - started
         metrics.STAGE_SECONDS.labels("tombstones").observe(recorded_s)
-        log.info("deletions.recorded", events=len(envelopes), tombstones_s=round(recorded_s, 3))
+        hidden = _hidden_after(recorded, datetime.now(UTC))
+        for seconds in hidden:
+            metrics.HIDDEN_SECONDS.observe(seconds)
+        log.info(
+            "deletions.recorded",
+            events=len(envelopes),
+            tombstones_s=round(recorded_s, 3),
+            # from the oldest deletion's time: to this step's start, and to its commit
+            waited_s=round(max(hidden) - recorded_s, 3) if hidden else None,
+            hidden_s=round(max(hidden), 3) if hidden else None,
+        )
         with self._guard:
             batch = next(self._ids)
             self._waiting[batch] = _Waiting(envelopes, recorded)

@@ -79,6 +79,12 @@ PURGE_SECONDS = Histogram(
     ["deletion_mode"],
     buckets=_LATENCY,
 )
+HIDDEN_SECONDS = Histogram(
+    "govindex_deletion_hidden_seconds",
+    "From a deletion's time to its tombstone committed: from then on no read serves the "
+    "document (its purge from every sink follows).",
+    buckets=_LATENCY,
+)
 PURGE_VERIFY_FAILURES = Counter(
     "govindex_purge_verification_failures",
     "Purges whose read-back found content left behind (retried).",
