@@ -1,8 +1,10 @@
 """Purge latency under open-loop update load, at fixed fractions of measured capacity.
 
-Starts its own embedded stack and an indexer + purger process (`govindex worker`, the
-production entry point). First measures capacity: how many updates per second the indexer
-drains from a pre-loaded backlog. Then, each scenario on the same stack:
+Starts its own embedded stack and the workers as production runs them (`govindex worker`):
+the deletion lane in a process of its own, the documents lanes and the purger in another
+(BENCH_DELETION_LANE=inline: all in one process, the lane on a thread of its own). First
+measures capacity: how many updates per second the indexer drains from a pre-loaded
+backlog. Then, each scenario on the same stack:
 
   A. updates sent open-loop at 50 % of capacity, deletions at a steady rate;
   B. a backlog of 10,000 updates queued, then updates at 200 % of capacity (the backlog
@@ -17,13 +19,15 @@ Each deletion is timed from its production to two moments:
 And as an operator sees it: `govindex delete` run as a process every few seconds, from its
 start to its exit (the command's own round trip) and to the tombstone visible; target: the
 second within 0.5 s of the first at p99.
-Not a test: `make bench-purge`.
+The deletion lane's own log splits each batch's time: from its oldest deletion's time to
+the tombstone step's start, and the step itself. Not a test: `make bench-purge`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import statistics
@@ -63,6 +67,7 @@ TARGET_S = 0.5  # delete -> tombstone visible, p99
 POLL_S = 0.02
 PROBE_EVERY_S = 0.5
 CLI_EVERY_S = 3.0
+WORKER_LOG: Path | None = None  # the worker's log, while `worker_stack` runs
 
 
 def text(doc: int, version: int) -> str:
@@ -151,6 +156,10 @@ class Timings:
     server: list[float] = field(default_factory=list)  # the server's delete + refresh
     cli_round_trip: list[float] = field(default_factory=list)  # `govindex delete`, start to exit
     cli_visible: list[float] = field(default_factory=list)  # its start -> tombstone seen
+    # The deletion lane's own view, from its log: per batch, from its oldest deletion's time
+    lane_waited: list[float] = field(default_factory=list)  # -> the tombstone step's start
+    lane_step: list[float] = field(default_factory=list)  # the step (one transaction)
+    lane_hidden: list[float] = field(default_factory=list)  # -> its commit
 
 
 class Tombstones:
@@ -241,7 +250,7 @@ async def scenario(
         asyncio.create_task(probe_server(rt.settings, stop, out.server)),
     ]
     cli_runs: list[asyncio.Task[float]] = []
-    started = time.monotonic()
+    started, scenario_started = time.monotonic(), datetime.now(UTC)
     sent_updates = 0
     pending = iter(victims)
     next_delete = next_cli = started
@@ -287,7 +296,31 @@ async def scenario(
     out.visible = sorted(seen[d] - t for d, t in produced.items() if d in seen)
     out.cli_visible = sorted(seen[d] - t for d, t in cli_started.items() if d in seen)
     out.server.sort()
+    lane_view(out, since=scenario_started)
     return out
+
+
+def lane_view(out: Timings, *, since: datetime) -> None:
+    """The deletion lane's `deletions.recorded` lines logged since `since`: where a
+    deletion's time went before the bench saw its tombstone (BENCH_WORKER_LOG keeps them)."""
+    if WORKER_LOG is None or not WORKER_LOG.exists():
+        return
+    with WORKER_LOG.open(encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            if '"deletions.recorded"' not in line:
+                continue
+            try:
+                entry = json.loads(line)
+                at = datetime.fromisoformat(entry["timestamp"].replace("Z", "+00:00"))
+            except (ValueError, KeyError):
+                continue
+            if at < since or entry.get("hidden_s") is None:
+                continue
+            out.lane_waited.append(entry["waited_s"])
+            out.lane_step.append(entry["tombstones_s"])
+            out.lane_hidden.append(entry["hidden_s"])
+    for values in (out.lane_waited, out.lane_step, out.lane_hidden):
+        values.sort()
 
 
 def quantiles(values: list[float]) -> tuple[float, float, float]:
@@ -306,6 +339,9 @@ def report(name: str, t: Timings) -> float:
         ("server delete + refresh", t.server),
         ("`govindex delete` round trip", t.cli_round_trip),
         ("`govindex delete` -> visible", t.cli_visible),
+        ("lane: deletion -> step start", t.lane_waited),
+        ("lane: tombstone step", t.lane_step),
+        ("lane: deletion -> committed", t.lane_hidden),
     ):
         p50, p95, p99 = quantiles(values)
         print(
@@ -344,30 +380,43 @@ def worker_env(settings: Settings) -> dict[str, str]:
     }
 
 
-def start_worker(settings: Settings, log: Path) -> subprocess.Popen[bytes]:
-    """The production entry point: indexer (both lanes), purger and relay in one process."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "govindex.cli.main", "worker", "indexer", "purger"],
-        env=worker_env(settings),
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
+# BENCH_DELETION_LANE=inline runs the deletion lane on a thread of the indexer's process
+# (`govindex worker indexer purger`); by default it has a process of its own, as
+# production should run it (`govindex worker documents purger` + `govindex worker deletions`).
+INLINE = os.environ.get("BENCH_DELETION_LANE", "own") == "inline"
+
+
+def start_workers(settings: Settings, log: Path) -> list[subprocess.Popen[bytes]]:
+    """The production entry point: the indexer's lanes, the purger and a relay in each
+    process. The deletion lane's log (the only one, inline) goes to `log`."""
+    layout = [["indexer", "purger"]] if INLINE else [["deletions"], ["documents", "purger"]]
+    return [
+        subprocess.Popen(
+            [sys.executable, "-m", "govindex.cli.main", "worker", *kinds],
+            env=worker_env(settings),
+            stdout=(log if n == 0 else log.with_suffix(f".{n}.log")).open("wb"),
+            stderr=subprocess.STDOUT,
+        )
+        for n, kinds in enumerate(layout)
+    ]
 
 
 @contextlib.asynccontextmanager
 async def worker_stack(*sources: str) -> AsyncIterator[tuple[Runtime, AsyncKafkaPublisher]]:
-    """A durable embedded stack (discarded after), one `govindex worker indexer purger`
-    process, a Runtime and a publisher, with `sources` registered for TENANT.
-    BENCH_WORKER_LOG=FILE keeps the worker's log."""
+    """A durable embedded stack (discarded after), the worker processes (`start_workers`),
+    a Runtime and a publisher, with `sources` registered for TENANT.
+    BENCH_WORKER_LOG=FILE keeps the deletion lane's log."""
     root = Path(tempfile.mkdtemp(prefix="govindex-bench-"))
     stack = EmbeddedStack(root / "state", namespace="bench", durable=True)
-    worker: subprocess.Popen[bytes] | None = None
+    workers: list[subprocess.Popen[bytes]] = []
     try:
         settings = Settings(state_dir=root / "state").model_copy(update=stack.start())
         assert settings.pg_dsn and settings.kafka_bootstrap
         await migrate(settings.pg_dsn)
         await prepare(settings)
-        worker = start_worker(settings, root / "worker.log")
+        global WORKER_LOG
+        WORKER_LOG = root / "worker.log"
+        workers = start_workers(settings, WORKER_LOG)
         publisher = AsyncKafkaPublisher(settings.kafka_bootstrap)
         await publisher.start()
         try:
@@ -378,8 +427,9 @@ async def worker_stack(*sources: str) -> AsyncIterator[tuple[Runtime, AsyncKafka
         finally:
             await publisher.stop()
     finally:
-        if worker is not None:  # it finishes its in-flight batches; the backlog is dropped
+        for worker in workers:  # each finishes its in-flight batches; the backlog is dropped
             worker.terminate()
+        for worker in workers:
             try:
                 worker.wait(timeout=120)
             except subprocess.TimeoutExpired:
@@ -400,6 +450,8 @@ async def main() -> None:
         await wait_for(rt, APPLIED, len(victims) + len(first))
         load = Load()
         cap = await capacity(rt, publisher, load)
+        layout = "inline, on a thread" if INLINE else "in a process of its own"
+        print(f"deletion lane: {layout}")
         print(f"capacity: {cap:.0f} updates/s (backlog of {CAPACITY_BACKLOG} drained)")
         await wait_for(rt, APPLIED, len(victims) + len(first) + CAPACITY_BACKLOG)
         print(f"A. 50 % of capacity ({cap / 2:.0f} updates/s), {DELETES_PER_S:g} deletes/s:")

@@ -25,6 +25,7 @@ import psycopg
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
+from govindex.adapters.kafka_lanes import PartitionLanes
 from govindex.control.workers import Workers
 from govindex.runtime.composition import Runtime
 from govindex.runtime.deadletter import REASON_HEADER
@@ -113,6 +114,13 @@ async def test_opensearch_busy_is_retried_from_postgres_and_never_undoes_a_purge
     await p.assert_sinks_agree()
 
 
+def _read(value: Any) -> Any:
+    async def read() -> Any:
+        return value()
+
+    return read
+
+
 def _refused(proxy: FaultyOpenSearch) -> Any:
     async def read() -> int:
         return proxy.refused
@@ -120,9 +128,9 @@ def _refused(proxy: FaultyOpenSearch) -> Any:
     return read
 
 
-def _worker(p: Pipeline, log: Path, **env: str) -> subprocess.Popen[bytes]:
+def _worker(p: Pipeline, log: Path, kind: str = "indexer", **env: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "govindex.cli.main", "worker", "indexer", "--log-level", "INFO"],
+        [sys.executable, "-m", "govindex.cli.main", "worker", kind, "--log-level", "INFO"],
         env={
             **os.environ,
             "GOVINDEX_PG_DSN": p.settings.pg_dsn or "",
@@ -444,3 +452,62 @@ async def test_an_operator_deletion_is_published_by_the_command_itself(
         )
         rows = await cur.fetchall()
     assert rows == [(p.settings.topics.deletions, True, 1)]
+
+
+async def test_the_indexers_two_lanes_run_in_processes_of_their_own(
+    idle_pipeline: Pipeline, tmp_path: Path
+) -> None:
+    """`govindex worker documents` and `govindex worker deletions`: each runs one of the
+    indexer's lanes and consumes nothing of the other's topic; `pause indexer` pauses both."""
+    from govindex.control.deletions import DeletionLane
+    from govindex.control.offsets import pause_workers
+
+    p = idle_pipeline
+    fast = p.settings.model_copy(update={"control_poll_s": 0.5})
+    log = tmp_path / "deletions.log"
+    async with Runtime(fast, pool_size=4) as rt:
+        documents = Workers(rt, run=("documents",))
+        await documents.start()
+        deletions: subprocess.Popen[bytes] | None = None
+        try:
+            assert documents.kinds == ("indexer",)
+            lanes = documents._consumers["indexer"]
+            assert lanes and not any(isinstance(c, DeletionLane) for c in lanes)
+            created = p.publish(p.change("two.md", 1, "# Two\nprocesses\n"))
+            await p.wait_processed(created)
+            deleted = p.publish(p.deletion("two.md", 2), topic=p.settings.topics.deletions)
+            await asyncio.sleep(3.0)  # a documents-only process leaves the deletion alone
+            assert await p._count_processed(deleted, "indexer") == 0
+            assert len(await p.pg_chunks("two.md")) == 1
+
+            deletions = _worker(p, log, "deletions", GOVINDEX_CONTROL_POLL_S="0.5")
+            await p.wait_processed(deleted, timeout=180)
+            await p.wait_purged("two.md", 2)
+            assert await p.pg_chunks("two.md") == [] and p.os_chunks("two.md") == []
+            # It ran the deletion lane only: nothing of the documents topic.
+            assert '"lanes.assigned"' in log.read_text()
+            again = p.publish(p.change("three.md", 1, "# Three\nafter\n"))
+            await p.wait_processed(again)
+            assert "three.md" not in log.read_text()
+
+            # One flag, both processes: each reports the indexer paused, then resumed.
+            paused = await pause_workers(p.rt, "indexer", True, wait_s=60)
+            assert len(paused) == 2
+            assert "indexer" not in documents._consumers
+            assert "workers.paused" in log.read_text()
+            await pause_workers(p.rt, "indexer", False, wait_s=60)
+            await until(
+                _read(lambda: log.read_text().count('"workers.resumed"')), bool, 60, "a resume"
+            )
+            await until(_read(lambda: documents._consumers.get("indexer")), bool, 60, "lanes")
+            assert any(isinstance(c, PartitionLanes) for c in documents._consumers["indexer"])
+            after = p.publish(p.deletion("three.md", 2), topic=p.settings.topics.deletions)
+            await p.wait_processed(after, timeout=120)  # the lane runs again
+        except BaseException:
+            print(log.read_text() if log.exists() else "(no log)")
+            raise
+        finally:
+            if deletions is not None:
+                deletions.terminate()
+                deletions.wait(timeout=60)
+            await documents.stop()

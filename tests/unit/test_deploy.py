@@ -196,3 +196,18 @@ def test_the_lock_files_pin_every_requirement_with_hashes() -> None:
             requirement = Requirement(line)
             version = build[canonicalize_name(requirement.name)]
             assert requirement.specifier.contains(version), (requirement, version)
+
+
+def test_compose_runs_every_consumer_and_the_deletion_lane_in_a_container_of_its_own() -> None:
+    from govindex.cli.stack import _names
+    from govindex.control.workers import parts
+
+    services = compose()
+    run = {
+        name: service["command"][1:2]
+        for name, service in services.items()
+        if service.get("command", [None])[0] == "worker"
+    }
+    assert run["deletions"] == ["deletions"] and run["indexer"] == ["documents"]
+    kinds = parts(_names([kind for (kind,) in run.values()]))
+    assert {"documents", "deletions", "purger", "cdc"} <= set(kinds)

@@ -37,7 +37,7 @@ CRDS = {
     ("monitoring.coreos.com/v1", "PrometheusRule"),
     ("keda.sh/v1alpha1", "ScaledObject"),
 }
-KINDS = ("indexer", "purger", "cdc", "webhooks", "reader", "admin")
+KINDS = ("indexer", "deletions", "purger", "cdc", "webhooks", "reader", "admin")
 PLACEHOLDER = re.compile(r"(?i)(change|replace)[-_ ]?me")
 UID = 10001
 
@@ -112,6 +112,12 @@ def renders() -> dict[str, Objects]:
         "production": rendered(values_file("values-production.yaml")),
         "trial": rendered(TRIAL),
     }
+
+
+def deployed(name: str) -> set[str]:
+    """The worker kinds a render runs: the deletion lane has pods of its own only where
+    its values say so (production)."""
+    return set(KINDS) if name == "production" else set(KINDS) - {"deletions"}
 
 
 def of_kind(objects: Objects, kind: str) -> list[dict[str, Any]]:
@@ -328,7 +334,7 @@ def test_every_deployment_is_probed_where_its_process_answers(
     for name, objects in renders.items():
         configmap = of_kind(objects, "ConfigMap")[0]["data"]
         deployments = of_kind(objects, "Deployment")
-        assert {component(d) for d in deployments} == set(KINDS), name
+        assert {component(d) for d in deployments} == deployed(name), name
         for deployment in deployments:
             kind = component(deployment)
             (container,) = deployment["spec"]["template"]["spec"]["containers"]
@@ -367,6 +373,7 @@ def test_every_command_the_chart_runs_exists_with_those_arguments(
 ) -> None:
     from govindex.cli.main import app
     from govindex.cli.stack import LISTENERS
+    from govindex.control.workers import INDEXER_PARTS
     from govindex.core.settings import Consumers
 
     root = typer.main.get_command(app)
@@ -384,7 +391,7 @@ def test_every_command_the_chart_runs_exists_with_those_arguments(
             # Parses exactly as `govindex ...` would: options exist, values convert.
             ctx = command.make_context(" ".join(["govindex", *path]), args)
             if path == ["worker"]:
-                assert set(ctx.params["names"]) <= {*Consumers.KINDS, *LISTENERS}
+                assert set(ctx.params["names"]) <= {*Consumers.KINDS, *INDEXER_PARTS, *LISTENERS}
             seen.add(tuple(path))
     assert seen == {("bootstrap",), ("worker",), ("reconcile",), ("retention",)}
 
@@ -502,16 +509,21 @@ def test_keda_scales_the_indexer_on_its_real_consumer_groups(
     assert scaled["spec"]["maxReplicaCount"] == values["config"]["partitions"]
     triggers = {t["name"]: t["metadata"] for t in scaled["spec"]["triggers"]}
     assert {t["type"] for t in scaled["spec"]["triggers"]} == {"kafka"}
+    # Production runs the deletion lane in pods of its own: the indexer's lag is the
+    # documents topic's alone.
+    assert set(triggers) == {"documents"}
     assert triggers["documents"]["consumerGroup"] == settings.group(Consumers.INDEXER)
     assert triggers["documents"]["topic"] == settings.topics.documents
-    assert triggers["deletions"]["consumerGroup"] == settings.group(Consumers.DELETIONS)
-    assert triggers["deletions"]["topic"] == settings.topics.deletions
     for trigger in triggers.values():
         assert trigger["bootstrapServers"] == values["config"]["kafkaBootstrap"]
         assert trigger["offsetResetPolicy"] == "earliest"  # as the consumers start
     assert all("authenticationRef" not in t for t in scaled["spec"]["triggers"])
-    # Brokers behind SASL: the TriggerAuthentication named, on both triggers.
+    # The lane in the indexer's pods (trial): both groups' lag; brokers behind SASL: the
+    # TriggerAuthentication named, on both triggers.
     (trial,) = of_kind(renders["trial"], "ScaledObject")
+    lanes = {t["name"]: t["metadata"] for t in trial["spec"]["triggers"]}
+    assert lanes["deletions"]["consumerGroup"] == settings.group(Consumers.DELETIONS)
+    assert lanes["deletions"]["topic"] == settings.topics.deletions
     refs = [t["authenticationRef"] for t in trial["spec"]["triggers"]]
     assert refs == [{"name": "kafka-sasl"}] * 2
     # KEDA owns the indexer's replica count; a release must not reset it.
@@ -567,7 +579,7 @@ def test_network_policies_keep_the_apis_internal(renders: dict[str, Objects]) ->
     values = render.load_values([HELM / "values-production.yaml"])["networkPolicy"]
     for name, objects in (("production", renders["production"]), ("trial", renders["trial"])):
         policies = {component(p): p for p in of_kind(objects, "NetworkPolicy")}
-        assert set(policies) == set(KINDS), name
+        assert set(policies) == deployed(name), name
         rules = {kind: by_port(policy) for kind, policy in policies.items()}
         for kind, policy in policies.items():
             assert policy["spec"]["policyTypes"] == ["Ingress"]
@@ -633,3 +645,20 @@ def test_the_plain_manifest_is_the_charts_fresh_rendering() -> None:
     objects = [o for o in yaml.safe_load_all(committed) if o]
     assert {o["kind"] for o in objects} >= {"Deployment", "Job", "CronJob", "ConfigMap"}
     assert not PLACEHOLDER.search(committed)
+
+
+def test_the_deletion_lane_runs_in_pods_of_its_own_or_in_the_indexers(
+    renders: dict[str, Objects],
+) -> None:
+    def args(objects: Objects, component: str) -> list[str]:
+        deployment = named(objects, "Deployment", f"govindex-{component}")
+        return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"][:2])
+
+    production = renders["production"]
+    assert args(production, "indexer") == ["worker", "documents"]
+    assert args(production, "deletions") == ["worker", "deletions"]
+    for name in ("example", "trial"):
+        assert args(renders[name], "indexer") == ["worker", "indexer"], name
+        assert not [
+            d for d in of_kind(renders[name], "Deployment") if component(d) == "deletions"
+        ], name

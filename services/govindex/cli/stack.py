@@ -95,7 +95,8 @@ def worker(
         typer.Argument(
             metavar="[WORKER]...",
             click_type=plain("WORKER"),
-            help="Any of indexer, purger, cdc, webhooks, reader, admin; or `pause KIND` / "
+            help="Any of indexer, purger, cdc, webhooks, reader, admin, or one of the "
+            "indexer's two lanes alone (documents, deletions); or `pause KIND` / "
             "`resume KIND` (indexer, purger, cdc) to stop or restart that kind's consumers "
             "in every running process.",
             show_default=False,
@@ -125,12 +126,19 @@ def worker(
     behind GOVINDEX_ADMIN_TOKEN (it refuses to start without one). Keep both on an internal
     network.
 
+    `indexer` runs the documents lanes and the deletion lane; `documents` or `deletions`
+    runs one of them. Run `deletions` in a process of its own where updates keep the
+    indexer busy: a tombstone then never waits for the documents lanes' turn on the
+    interpreter, and deletions are hidden within half a second under load.
+
     `govindex worker pause indexer` sets a flag every worker process obeys within
     GOVINDEX_CONTROL_POLL_S: its indexer consumers finish their batches, commit and leave
     their groups (so `govindex offsets reset` may move them); it returns once every live
     process reports it. `govindex worker resume indexer` starts them again.
 
         govindex worker indexer purger
+        govindex worker documents purger      # and, in another process:
+        govindex worker deletions
         govindex worker webhooks reader admin
         govindex worker pause indexer
     """
@@ -203,9 +211,9 @@ def demo() -> int:
 
 
 def _names(values: list[str]) -> tuple[str, ...]:
-    from govindex.control.workers import WORKERS
+    from govindex.control.workers import INDEXER_PARTS, WORKERS
 
-    served = (*WORKERS, *LISTENERS)
+    served = (*WORKERS, *INDEXER_PARTS, *LISTENERS)
     names = tuple(v.strip() for v in values if v.strip())
     unknown = set(names) - set(served)
     if unknown:

@@ -138,7 +138,7 @@ class HealthServer:
         return web.json_response(body, status=200 if ok else 503)
 
     async def _ready(self, _: web.Request) -> web.Response:
-        down = await readiness(self.rt, self.workers.run)
+        down = await readiness(self.rt, self.workers.kinds)
         if down:
             return web.json_response({"ok": False, "down": down}, status=503)
         return web.json_response({"ok": True})

@@ -15,6 +15,7 @@ import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 import structlog
 
@@ -34,6 +35,28 @@ from govindex.runtime.subscription import Subscription
 log = structlog.get_logger(__name__)
 
 WORKERS = Consumers.KINDS
+# The indexer's two lanes, each of which a process may run alone: the documents lanes, and
+# the deletion lane (control/deletions.py). `indexer` runs both. On its own process the
+# deletion lane shares no interpreter with the documents lanes' CPU, so a tombstone never
+# waits for their turn (docs/benchmarks/purge-latency.md). Pausing `indexer` pauses both.
+INDEXER_PARTS: Final = ("documents", "deletions")
+
+
+def parts(kinds: Sequence[str]) -> tuple[str, ...]:
+    """What each kind runs, in order, once: `indexer` is its two lanes."""
+    found: list[str] = []
+    for kind in kinds:
+        for part in INDEXER_PARTS if kind == Consumers.INDEXER else (kind,):
+            if part not in found:
+                found.append(part)
+    return tuple(found)
+
+
+def kind_of(part: str) -> str:
+    """The kind a part belongs to (what `pause`, heartbeats and offsets speak of)."""
+    return Consumers.INDEXER if part in INDEXER_PARTS else part
+
+
 RELAY_STOP_S = 30.0  # a relay round publishes at most 1000 rows
 # Deletions in micro-batches: a short linger and a short fetch wait, so a lone delete is
 # applied at once. Up to 1,000 batches recorded ahead of their purges (grouped: see
@@ -67,7 +90,7 @@ class Workers:
     """Consumers and the outbox relay of one process, on one Runtime."""
 
     rt: Runtime
-    run: tuple[str, ...] = WORKERS
+    run: tuple[str, ...] = WORKERS  # kinds, or the indexer's parts (`INDEXER_PARTS`)
     relay: RelayPolicy | None = None  # default: from settings
     metrics: bool = False  # sample the gauges of `/metrics` (lag, backlogs, jobs)
     heal: bool = False  # repair what a restarted broker or index lost (servers' processes)
@@ -87,6 +110,11 @@ class Workers:
     round_at: float = field(default_factory=time.monotonic)
     beat_at: float | None = None
 
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The kinds this process runs (a part counts as its kind)."""
+        return tuple(dict.fromkeys(kind_of(part) for part in parts(self.run)))
+
     async def start(self) -> int:
         """Subscribe and join the groups; returns the index generation written to."""
         generation = await self.rt.index.live_generation()
@@ -98,13 +126,13 @@ class Workers:
         self._generation = generation
         self._publisher = await self.rt.publisher()
         settings = self.rt.settings
-        self._paused = await self.rt.controls.paused() & set(self.run)
-        if "indexer" in self.run:
+        self._paused = await self.rt.controls.paused() & set(self.kinds)
+        if "documents" in parts(self.run):
             from indexer.app import warm_up
 
             await asyncio.to_thread(warm_up, self.rt)
         # Each consumer joins its own group; joining in parallel halves start-up.
-        await asyncio.gather(*(self._start_kind(k) for k in self.run if k not in self._paused))
+        await asyncio.gather(*(self._start_kind(k) for k in self.kinds if k not in self._paused))
         policy = self.relay or RelayPolicy(
             republish_after_s=settings.republish_after_s,
             republish_on_start=settings.republish_on_start,
@@ -114,9 +142,9 @@ class Workers:
             name="outbox-relay",
         )
         self._background.append(asyncio.create_task(self._obey(), name="worker-controls"))
-        if "cdc" in self.run:
+        if "cdc" in self.kinds:
             self._background.append(asyncio.create_task(self._watch_cdc(), name="cdc-rescan"))
-        if "indexer" in self.run and self.rt.embedders:
+        if "documents" in parts(self.run) and self.rt.embedders:
             from indexer.embedding import embed_backlog_forever
 
             backlog = embed_backlog_forever(
@@ -139,7 +167,7 @@ class Workers:
         if self.metrics:
             from govindex.control.metrics import sample_forever
 
-            sampler = sample_forever(self.rt, self.run, self._stop)
+            sampler = sample_forever(self.rt, self.kinds, self._stop)
             self._background.append(asyncio.create_task(sampler, name="metrics-sampler"))
         log.info(
             "workers.started",
@@ -155,7 +183,12 @@ class Workers:
         assert self._publisher is not None
         settings = self.rt.settings
         halt = self._halts[kind] = asyncio.Event()
-        found = await subscriptions(self.rt, (kind,), self._generation)
+        mine = [part for part in parts(self.run) if kind_of(part) == kind]
+        found = (
+            await subscriptions(self.rt, (kind,), self._generation)
+            if kind != Consumers.INDEXER or "documents" in mine
+            else []
+        )
         if kind == "cdc":
             self._known_cdc = {sub.consumer for sub in found}
         lane_policy = LanePolicy(
@@ -189,7 +222,7 @@ class Workers:
                     rewind=rewind,
                 )
             )
-        if kind == "indexer":  # the deletion lane, on a loop and Postgres pool of its own
+        if "deletions" in mine:  # the deletion lane, on a loop and Postgres pool of its own
             consumers.append(
                 DeletionLane(
                     self.rt,
@@ -238,7 +271,7 @@ class Workers:
         return broker
 
     async def _beat(self, runner: str) -> None:
-        await self.rt.controls.beat(runner, self.run, sorted(self._paused), self._healing)
+        await self.rt.controls.beat(runner, self.kinds, sorted(self._paused), self._healing)
 
     async def _rejoin(self, lost: list[str]) -> None:
         """The broker lost its log: consumers start again, reading the new log from its
@@ -249,7 +282,7 @@ class Workers:
             await self._beat(runner_id())
         try:
             async with self._lock:
-                for kind in [k for k in self.run if k in self._consumers]:
+                for kind in [k for k in self.kinds if k in self._consumers]:
                     await self._stop_kind(kind)
                     await self._start_kind(kind, rewind=True)
             count = await self.rt.outbox.republish(None)
@@ -270,7 +303,7 @@ class Workers:
         runner = runner_id()
         while True:
             try:
-                wanted = await self.rt.controls.paused() & set(self.run)
+                wanted = await self.rt.controls.paused() & set(self.kinds)
                 async with self._lock:
                     for kind in sorted(wanted - self._paused):
                         await self._stop_kind(kind)

@@ -5,7 +5,7 @@ the chart's root context beside its own arguments.
 
 {{/* The worker kinds, in the order their Deployments render. */}}
 {{- define "govindex.kinds" -}}
-{{- toJson (list "indexer" "purger" "cdc" "webhooks" "reader" "admin") -}}
+{{- toJson (list "indexer" "deletions" "purger" "cdc" "webhooks" "reader" "admin") -}}
 {{- end }}
 
 {{/* The kinds with an HTTP listener of their own (container port `http`). */}}
