@@ -491,8 +491,14 @@ async def test_the_indexers_two_lanes_run_in_processes_of_their_own(
             assert "three.md" not in log.read_text()
 
             # One flag, both processes: each reports the indexer paused, then resumed.
-            paused = await pause_workers(p.rt, "indexer", True, wait_s=60)
-            assert len(paused) == 2
+            await pause_workers(p.rt, "indexer", True, wait_s=60)
+
+            async def paused_runners() -> list[str]:
+                beats = await p.rt.controls.alive(within_s=10)
+                return [b.runner for b in beats if "indexer" in b.paused]
+
+            # (a process stopping its lanes beats again once they are stopped)
+            await until(paused_runners, lambda r: len(r) == 2, 60, "both processes paused")
             assert "indexer" not in documents._consumers
             assert "workers.paused" in log.read_text()
             await pause_workers(p.rt, "indexer", False, wait_s=60)
