@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from importlib import resources
+from typing import Any
 
 import psycopg
 import structlog
@@ -87,29 +88,33 @@ def open_pool(dsn: str, *, min_size: int = 1, max_size: int = 8) -> AsyncConnect
     return AsyncConnectionPool(dsn, min_size=min_size, max_size=max_size, open=False)
 
 
-def create_database(port: int, name: str, *, password: str, timeout: float = 30.0) -> str:
-    """Wait for a local server on `port` to accept connections, create database `name` if it
-    is missing, and return its DSN, password included (the embedded stack's start-up)."""
-    user = f"postgres:{password}"
-    admin = f"postgresql://{user}@127.0.0.1:{port}/postgres"
+def _connect_when_up(dsn: str, timeout: float) -> psycopg.Connection[Any]:
+    """A connection to a local server that may still be starting: a server accepts TCP
+    before it accepts sessions ("the database system is starting up"), so retry."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            with psycopg.connect(admin, connect_timeout=2, autocommit=True) as conn:
-                exists = conn.execute(
-                    "SELECT 1 FROM pg_database WHERE datname = %s", (name,)
-                ).fetchone()
-                if not exists:
-                    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-            return f"postgresql://{user}@127.0.0.1:{port}/{name}"
+            return psycopg.connect(dsn, connect_timeout=2, autocommit=True)
         except psycopg.OperationalError:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
 
 
-def set_superuser_password(port: int, password: str) -> None:
+def create_database(port: int, name: str, *, password: str, timeout: float = 30.0) -> str:
+    """Wait for a local server on `port` to accept connections, create database `name` if it
+    is missing, and return its DSN, password included (the embedded stack's start-up)."""
+    user = f"postgres:{password}"
+    admin = f"postgresql://{user}@127.0.0.1:{port}/postgres"
+    with _connect_when_up(admin, timeout) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if not exists:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    return f"postgresql://{user}@127.0.0.1:{port}/{name}"
+
+
+def set_superuser_password(port: int, password: str, *, timeout: float = 30.0) -> None:
     """Give a local cluster made before passwords (trust) its superuser's password."""
     admin = f"postgresql://postgres@127.0.0.1:{port}/postgres"
-    with psycopg.connect(admin, connect_timeout=10, autocommit=True) as conn:
+    with _connect_when_up(admin, timeout) as conn:
         conn.execute(sql.SQL("ALTER ROLE postgres PASSWORD {}").format(sql.Literal(password)))
