@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from itertools import accumulate
 from typing import Any, Protocol
@@ -35,7 +35,6 @@ class Segment:
     labels: tuple[str, ...] = ()
     context: str = ""
     atomic: bool = False  # an addressable unit (step, clause, function): never merged
-    children: list[Segment] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -295,32 +294,69 @@ def finalize(
 _slug = lru_cache(maxsize=4096)(slugify)
 
 
-def _slot_setters(cls: type, names: tuple[str, ...]) -> tuple[Callable[[Any, Any], None], ...]:
-    """The setters of `cls`'s slots, or () unless `cls` is exactly what `_chunk` expects: a
-    frozen dataclass with slots, these fields in this order and no __post_init__."""
+_SPAN_FIELDS = ("char_start", "char_end", "line_start", "line_end")
+_DRAFT_FIELDS = (
+    *("ordinal", "kind", "text", "span", "heading_path", "anchor"),
+    *("parent_ordinal", "labels", "context"),
+)
+
+
+class _SpanSlots:
+    """Span's slots without its frozen __setattr__: filled by plain stores, then a Span."""
+
+    __slots__ = ("char_end", "char_start", "line_end", "line_start")
+    char_start: int
+    char_end: int
+    line_start: int
+    line_end: int
+
+
+class _DraftSlots:
+    """ChunkDraft's slots without its frozen __setattr__, likewise."""
+
+    __slots__ = (
+        *("anchor", "context", "heading_path", "kind", "labels", "ordinal"),
+        *("parent_ordinal", "span", "text"),
+    )
+    ordinal: int
+    kind: ChunkKind
+    text: str
+    span: object  # a Span, made from _SpanSlots
+    heading_path: tuple[str, ...]
+    anchor: str
+    parent_ordinal: int | None
+    labels: tuple[str, ...]
+    context: str
+
+
+def _slots_of(cls: type, names: tuple[str, ...], slots: type) -> type | None:
+    """`slots` if its instances can become `cls`'s by `__class__` assignment with nothing
+    skipped that `cls`'s constructor does, else None: `cls` is a frozen dataclass with
+    slots, these fields in this order (what `_chunk` fills) and no __post_init__, and
+    CPython finds the two layouts the same."""
     params = getattr(cls, "__dataclass_params__", None)
     if (
         params is None
         or not params.frozen
         or tuple(f.name for f in fields(cls)) != names
-        or getattr(cls, "__slots__", ()) != names
+        or set(getattr(cls, "__slots__", ())) != set(names)
+        or set(getattr(slots, "__slots__", ())) != set(names)
         or hasattr(cls, "__post_init__")
     ):
-        return ()
-    return tuple(getattr(cls, name).__set__ for name in names)
+        return None
+    probe = slots()
+    try:
+        probe.__class__ = cls
+    except TypeError:  # another layout (a __weakref__ slot, a base with slots)
+        return None
+    return slots
 
 
-_SPAN_SLOTS = _slot_setters(Span, ("char_start", "char_end", "line_start", "line_end"))
-_DRAFT_SLOTS = _slot_setters(
-    ChunkDraft,
-    (
-        *("ordinal", "kind", "text", "span", "heading_path", "anchor"),
-        *("parent_ordinal", "labels", "context"),
-    ),
-)
+_SPAN_SLOTS = _slots_of(Span, _SPAN_FIELDS, _SpanSlots)
+_DRAFT_SLOTS = _slots_of(ChunkDraft, _DRAFT_FIELDS, _DraftSlots)
 
 
-# Long: one assignment per field, unrolled, is what makes it fast.
+# Long: one store per field, unrolled, is what makes it fast.
 def _chunk(
     ordinal: int,
     kind: ChunkKind,
@@ -335,35 +371,34 @@ def _chunk(
     labels: tuple[str, ...],
     context: str,
 ) -> ChunkDraft:
-    """ChunkDraft(…, span=Span(char_start, …, line_end), …), built by filling their slots.
+    """ChunkDraft(…, span=Span(char_start, …, line_end), …), built from their slots.
 
     Both are frozen dataclasses, whose generated __init__ sets each field through
-    object.__setattr__: that was a third of `finalize`. Setting the slots directly (what
-    object.__setattr__ does) gives the same, equal, hashable records in a third of the
-    time; while the classes are not the plain records `_slot_setters` checks for, the
-    constructors are called."""
-    if not (_SPAN_SLOTS and _DRAFT_SLOTS):
+    object.__setattr__: that was a third of `finalize`. A plain class with the same slots
+    is filled by ordinary stores and then given the record's class (`__class__`
+    assignment, which CPython allows between equal layouts): the same, equal, hashable
+    records in a fifth of the constructors' time. While the classes are not the plain
+    records `_slots_of` checks for, the constructors are called."""
+    if _SPAN_SLOTS is None or _DRAFT_SLOTS is None:
         span = Span(char_start, char_end, line_start, line_end)
         return ChunkDraft(
             ordinal, kind, text, span, heading_path, anchor, parent_ordinal, labels, context
         )
-    record = object.__new__(Span)
-    s_start, s_end, s_first, s_last = _SPAN_SLOTS
-    s_start(record, char_start)
-    s_end(record, char_end)
-    s_first(record, line_start)
-    s_last(record, line_end)
-    draft = object.__new__(ChunkDraft)
-    s_ordinal, s_kind, s_text, s_span, s_path, s_anchor, s_parent, s_labels, s_context = (
-        _DRAFT_SLOTS
-    )
-    s_ordinal(draft, ordinal)
-    s_kind(draft, kind)
-    s_text(draft, text)
-    s_span(draft, record)
-    s_path(draft, heading_path)
-    s_anchor(draft, anchor)
-    s_parent(draft, parent_ordinal)
-    s_labels(draft, labels)
-    s_context(draft, context)
-    return draft
+    record = _SpanSlots()
+    record.char_start = char_start
+    record.char_end = char_end
+    record.line_start = line_start
+    record.line_end = line_end
+    record.__class__ = Span  # type: ignore[assignment]
+    draft = _DraftSlots()
+    draft.ordinal = ordinal
+    draft.kind = kind
+    draft.text = text
+    draft.span = record
+    draft.heading_path = heading_path
+    draft.anchor = anchor
+    draft.parent_ordinal = parent_ordinal
+    draft.labels = labels
+    draft.context = context
+    draft.__class__ = ChunkDraft  # type: ignore[assignment]
+    return draft  # type: ignore[return-value]
