@@ -16,7 +16,6 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any
@@ -30,10 +29,18 @@ from indexer.parsers.base import LineIndex, ParsedDocument, Segment, SizePolicy,
 if TYPE_CHECKING:
     from pyromark.event import Range
 
-_ITEM = re.compile(r"^( {0,3})(\d{1,9}[.)]|[-*+])[ \t]+(.*)$")
+# A list item's line, matched where the line starts in the document (`match(text, start)`):
+# marker, then the item's text up to the line's end.
+_ITEM_AT = re.compile(r"( {0,3})(\d{1,9}[.)]|[-*+])[ \t]+([^\r\n]*)")
+# A clause's number at a line's start; nothing it matches crosses a line end, so it is also
+# matched where the line starts in the document (`_CLAUSE_AT.match(text, start)`).
 _CLAUSE = re.compile(
     r"^ {0,3}(?:\*\*)?(§[ \t]*\d+(?:\.\d+)*|\d+(?:\.\d+)+\.?|\([a-z]{1,3}\))(?=[ \t])"
 )
+_CLAUSE_AT = re.compile(_CLAUSE.pattern[1:])
+# A table row's first cell: what `row.strip().strip("|").split("|", 1)[0]` keeps, less the
+# spaces at its end, matched in the document between the row's start and end.
+_FIRST_CELL = re.compile(r"\s*\|*([^|]*)")
 _TIME = re.compile(r"^(?:\*\*)?(\d{4}-\d{2}-\d{2}[T ]?\d{0,2}:?\d{0,2}Z?|\d{1,2}:\d{2}(?::\d{2})?)")
 _OWNER = re.compile(r"@([A-Za-z0-9_.-]+)")
 _DEFINED = re.compile(r'^\s*(?:[-*+]\s+)?(?:\*\*(.+?)\*\*|"(.+?)"\s+means)')
@@ -76,26 +83,7 @@ def role_of(title: str) -> str | None:
 
 # CommonMark plus GFM tables: the options the parser (and its benchmark) give pyromark.
 OPTIONS = pyromark.Options.ENABLE_TABLES
-_PARTS = frozenset(("Item", "TableHead", "TableRow"))  # what a top-level block is made of
 _BYTE_NEWLINE = re.compile(rb"\r\n|\r|\n")
-
-
-@dataclass(slots=True)
-class _Block:
-    """A top-level CommonMark block: the line it starts on and what it holds.
-
-    Lines are 0-based indexes into `LineIndex.starts`, so that the cutter reads a line's
-    text without looking its number up again.
-    """
-
-    tag: str  # Heading, Paragraph, List, Table, CodeBlock, HtmlBlock, BlockQuote, Rule, ...
-    line: int
-    start: int  # where that line starts (a character offset)
-    level: int = 0  # a heading's level
-    title: str = ""  # a heading's text, inline markup resolved
-    ordered: bool = False  # a list's kind
-    parts: list[int] | None = None  # lines of a list's items; of a table's head and rows
-    last_line: int = 0  # a paragraph's last line (its lines may be clauses)
 
 
 class _Offsets:
@@ -107,9 +95,8 @@ class _Offsets:
     the body's lines in bytes, computed once.
     """
 
-    def __init__(self, text: str, body_start: int, index: LineIndex) -> None:
+    def __init__(self, body: str, body_start: int, index: LineIndex) -> None:
         self.starts = index.starts
-        body = text[body_start:]
         if body.isascii():
             self.table, self.shift, self.delta = self.starts, body_start, -1
         else:
@@ -126,199 +113,279 @@ def _byte_line_starts(data: bytes) -> list[int]:
     return starts
 
 
-def _outline(body: str, at: _Offsets) -> list[_Block]:
-    """The document's top-level blocks, from a CommonMark event stream (one pass).
+def _outline(body: str, at: _Offsets, sections: _Sections) -> None:
+    """Hand the document's top-level blocks to `sections`, from a CommonMark event stream
+    (one pass), each as soon as its End is read.
 
     Headings inside block quotes, list items or HTML blocks are content, not sections;
     setext headings, indented and fenced code, nested lists are CommonMark's, exactly.
-    Inside a block, only a heading's text and a list's or table's parts are kept. Python
-    sees every event, so the loop tests the common case (an event inside a block) first,
-    and looks lines up inline (`_Offsets`).
+    Inside a block, only a heading's text and a list's or table's parts are kept: each
+    kind of block is read to its End by a loop of its own (`_title`, `_parts`, `_close`)
+    that tests only what that kind needs, since Python sees every event. Lines are
+    0-based indexes into `LineIndex.starts`, looked up inline (`_Offsets`).
     """
-    blocks: list[_Block] = []
-    starts, table, shift, delta = at.starts, at.table, at.shift, at.delta
+    table, shift, delta = at.table, at.shift, at.delta
     line_of = bisect.bisect_right
-    depth = 0
-    block: _Block | None = None
-    parts: list[int] | None = None  # the open block's, if it is a list or a table
-    title: list[str] | None = None  # the open block's text, if it is a heading
     events: Iterator[tuple[Any, Range]] = pyromark.events_with_range(body, options=OPTIONS)
     for event, where in events:
-        if depth:
-            # An event is a dict, or a str (SoftBreak, HardBreak, Rule) that contains
-            # neither "Start" nor "End": `in` tests both kinds without a type check.
-            if "Start" in event:
-                if parts is not None and depth == 1:
-                    opened = event["Start"]
-                    if opened.__class__ is str and opened in _PARTS:
-                        parts.append(line_of(table, where["start"] + shift) + delta)
-                depth += 1
-            elif "End" in event:
-                depth -= 1
-                if title is not None and not depth and block is not None:
-                    block.title = "".join(title).strip()
-                    title = None
-            elif title is not None:  # a heading's text and code; its line breaks as spaces
-                piece = (
-                    " " if event.__class__ is not dict else event.get("Text") or event.get("Code")
-                )
-                if piece is not None:
-                    title.append(piece)
-            continue
         line = line_of(table, where["start"] + shift) + delta
         if event.__class__ is not dict:  # Rule: the only top-level event that is no block
-            blocks.append(_Block("Rule", line, starts[line]))
+            sections.block(line, "Rule")
             continue
         opened = event.get("Start")
         if opened is None:  # never: every other top-level event opens a block
             continue
-        depth = 1
-        if opened.__class__ is str:  # Paragraph, HtmlBlock
-            block = _Block(opened, line, starts[line])
-            parts = None
-            if opened == "Paragraph":
-                block.last_line = line_of(table, max(where["end"] - 1, 0) + shift) + delta
+        if opened == "Paragraph":
+            last = line_of(table, max(where["end"] - 1, 0) + shift) + delta
+            for inline, _ in events:  # no paragraph holds another: the first End is its own
+                if inline == _PARAGRAPH_END:
+                    break
+            sections.paragraph(line, last)
+        elif opened.__class__ is str:  # HtmlBlock
+            _close(events)
+            sections.block(line, opened)
         else:  # what a heading's, list's or table's Start says: level, kind, parts to come
             tag = next(iter(opened))
-            block = _Block(tag, line, starts[line])
-            parts = None
             if tag == "Heading":
-                block.level = int(opened["Heading"]["level"][1])
-                title = []
+                sections.heading(line, _LEVELS[opened["Heading"]["level"]], _title(events))
             elif tag == "List":
-                block.ordered = opened["List"] is not None
-                parts = block.parts = []
+                sections.items(line, opened["List"] is not None, _parts(events, at))
             elif tag == "Table":
-                parts = block.parts = []
-        blocks.append(block)
-    return blocks
+                sections.table(line, _parts(events, at))
+            else:  # CodeBlock, BlockQuote
+                _close(events)
+                sections.block(line, tag)
 
 
-@dataclass(slots=True)
-class _Cutter:
-    """Cuts a section's body into steps, entries, clauses, row groups and paragraphs.
+_PARAGRAPH_END = {"End": "Paragraph"}
+_LEVELS = {f"H{n}": n for n in range(1, 7)}
 
-    The section keeps its heading and lead text; every block after the first structural
-    one (a step, entry, clause or table) is a child of the section. One cutter serves a
-    document's sections in turn (`begin`): most sections open no block at all.
+
+def _close(events: Iterator[tuple[Any, Range]]) -> None:
+    """Read `events` up to and including the End of the block just opened."""
+    depth = 0
+    for event, _ in events:
+        # An event is a dict, or a str (SoftBreak, HardBreak) that contains neither
+        # "Start" nor "End": `in` tests both kinds without a type check.
+        if "Start" in event:
+            depth += 1
+        elif "End" in event:
+            if not depth:
+                return
+            depth -= 1
+
+
+def _parts(events: Iterator[tuple[Any, Range]], at: _Offsets) -> list[int]:
+    """The lines of a list's items or of a table's head and rows, read up to and including
+    the list's or table's End: every Start directly inside it opens one of them."""
+    parts: list[int] = []
+    table, shift, delta = at.table, at.shift, at.delta
+    line_of = bisect.bisect_right
+    depth = 0
+    for event, where in events:
+        if "Start" in event:
+            if not depth:
+                parts.append(line_of(table, where["start"] + shift) + delta)
+            depth += 1
+        elif "End" in event:
+            if not depth:
+                break
+            depth -= 1
+    return parts
+
+
+def _title(events: Iterator[tuple[Any, Range]]) -> str:
+    """A heading's text, inline markup resolved, read up to and including its End: text
+    and code spans as they read, line breaks (the only events that are no dict) as
+    spaces."""
+    pieces: list[str] = []
+    depth = 0
+    for event, _ in events:
+        if event.__class__ is not dict:
+            pieces.append(" ")
+        elif "Start" in event:
+            depth += 1
+        elif "End" in event:
+            if not depth:
+                break
+            depth -= 1
+        elif (piece := event.get("Text") or event.get("Code")) is not None:
+            pieces.append(piece)
+    return "".join(pieces).strip()
+
+
+class _Sections:
+    """Cuts a document into sections and cuts each section's body into steps, entries,
+    clauses, row groups and paragraphs, block by block as `_outline` reads them.
+
+    Sections follow the heading hierarchy; text before the first heading is the
+    preamble. A section keeps its heading and lead text; every block after the first
+    structural one (a step, entry, clause or table) is a child of the section. Segments
+    are opened at the start of their first line and end where the next one starts.
     """
 
-    text: str
-    starts: list[int]  # LineIndex.starts
-    ends: list[int]  # where each line ends: the next one's start, len(text) for the last
-    section: Segment
-    role: str | None = None
-    blocks: list[Segment] = field(default_factory=list)
-    clauses: list[tuple[str, Segment]] = field(default_factory=list)
+    __slots__ = (
+        *("blocks", "body_start", "clauses", "defines", "ends", "role", "section"),
+        *("segments", "stack", "starts", "text"),
+    )
 
-    def begin(self, section: Segment, role: str | None) -> None:
-        """Start cutting `section` (the previous one is closed)."""
+    def __init__(self, text: str, starts: list[int], body_start: int) -> None:
+        self.text, self.starts, self.body_start = text, starts, body_start
+        self.ends = [*starts[1:], len(text)]  # where each line ends, its line end included
+        self.segments: list[Segment] = []  # in document order
+        self.stack: list[tuple[int, Segment]] = []  # the open sections, with their levels
+        self.section: Segment | None = None  # the open section, or the preamble
+        self.role: str | None = None  # the open section's
+        self.blocks: list[Segment] = []  # the open section's, in document order
+        self.clauses: list[tuple[str, Segment]] = []  # likewise, with their numbers
+        self.defines = False  # whether a section defines terms
+
+    def close(self) -> list[Segment]:
+        """The document's segments, the last section closed."""
+        self._close(len(self.text))
+        return self.segments
+
+    def heading(self, line: int, level: int, title: str) -> None:
+        """Open the section of a heading, closing the one open."""
+        start = self.starts[line]
+        self._close(start)
+        stack = self.stack
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        role, kind, labels = _heading(title)
+        if role == "definitions":
+            self.defines = True
+        parent = stack[-1][1] if stack else None
+        section = Segment(
+            start,
+            len(self.text),
+            kind,
+            (*parent.heading_path, title) if parent else (title,),
+            title or "section",
+            parent,
+            labels,
+            "",
+            True,  # atomic: a heading is an address
+        )
+        stack.append((level, section))
+        self.segments.append(section)
         self.section, self.role = section, role
         if self.blocks:
             self.blocks = []
         if self.clauses:  # a clause's parent is a clause of its own section
             self.clauses = []
 
-    def add(self, block: _Block) -> None:
-        if block.tag == "List":
-            self._list(block)
-        elif block.tag == "Table":
-            self._table(block)
-        elif block.tag == "Paragraph":
-            self._paragraph(block)
-        elif block.tag != "CodeBlock" and self.blocks:  # code stays with what it follows
-            self._open(block.start, ChunkKind.PARAGRAPH)
+    def block(self, line: int, tag: str) -> None:
+        """A block that is prose whatever it holds (code stays with what it follows)."""
+        section = self._open_section()
+        if tag != "CodeBlock" and self.blocks:
+            self._open(section, self.starts[line], ChunkKind.PARAGRAPH)
 
-    def close(self, end: int) -> list[Segment]:
-        """Give the section and its blocks their ends; the blocks, in document order."""
-        blocks = self.blocks
-        if not blocks:
-            self.section.end = end
-            return blocks
-        for k in range(len(blocks) - 1):
-            blocks[k].end = blocks[k + 1].start
-        blocks[-1].end = end
-        self.section.end = blocks[0].start
-        return blocks
+    def paragraph(self, first: int, last: int) -> None:
+        """A paragraph: prose, except its lines numbered like clauses."""
+        section = self._open_section()
+        text, starts = self.text, self.starts
+        for n in range(first, max(first, last) + 1):
+            start = starts[n]
+            # `_may_be_clause`, inline, on the line's first character: every line is
+            # tested, and a line that starts with a space is left to the match itself.
+            head = text[start : start + 1]
+            clause = (
+                _CLAUSE_AT.match(text, start)
+                if head in _CLAUSE_HEADS or head.isdigit() or head == " "
+                else None
+            )
+            if clause is not None:
+                number = _clause_id(clause.group(1))
+                parent = _clause_parent(number, self.clauses) or section
+                labels = (f"clause:{number}",)
+                seg = self._open(section, start, ChunkKind.CLAUSE, parent, labels, "", True)
+                self.clauses.append((number, seg))
+            elif n == first and self.blocks:
+                self._open(section, start, ChunkKind.PARAGRAPH)
+
+    def items(self, line: int, ordered: bool, items: list[int]) -> None:
+        """A list (its items' lines): steps if it is numbered, entries under Timeline,
+        Findings or Action items, prose otherwise."""
+        section = self._open_section()
+        entry = ENTRY_KIND.get(self.role or "")
+        if not (ordered or entry):  # a plain bullet list is prose
+            if self.blocks:
+                self._open(section, self.starts[line], ChunkKind.PARAGRAPH)
+            return
+        kind = entry or ChunkKind.STEP
+        text, starts, path, opened = self.text, self.starts, section.heading_path, self.blocks
+        for item_line in items:
+            start = starts[item_line]
+            item = _ITEM_AT.match(text, start)
+            if item is None:
+                labels: tuple[str, ...] = ()
+            elif kind is ChunkKind.STEP:  # the common case: a step's number is all it carries
+                labels = _step_labels(item.group(2))
+            else:
+                labels = _entry_labels(kind, item)
+            opened.append(Segment(start, start, kind, path, "", section, labels, "", True))
+
+    def table(self, line: int, parts: list[int]) -> None:
+        """Row groups of ROW_GROUP_ROWS rows; every group after the first carries the
+        header (its line and the delimiter line) as context."""
+        section = self._open_section()
+        text, starts, ends = self.text, self.starts, self.ends
+        head, rows = starts[line], parts[1:]
+        header = text[head : starts[rows[0]]] if rows else ""
+        for g in range(0, max(1, len(rows)), ROW_GROUP_ROWS):
+            group = rows[g : g + ROW_GROUP_ROWS]
+            keys = tuple(
+                [f"key:{cell}" for r in group if (cell := _first_cell(text, starts[r], ends[r]))]
+            )
+            self._open(
+                section,
+                head if g == 0 else starts[group[0]],
+                ChunkKind.ROW_GROUP,
+                section,
+                keys[:50],
+                "" if g == 0 else header,
+                True,
+            )
+
+    def _open_section(self) -> Segment:
+        """The open section; before the first heading, the preamble (opened if need be)."""
+        section = self.section
+        if section is None:
+            section = self.section = Segment(self.body_start, len(self.text), ChunkKind.PREAMBLE)
+            self.segments.append(section)
+        return section
 
     def _open(
         self,
+        section: Segment,
         start: int,
         kind: ChunkKind,
-        *,
         parent: Segment | None = None,
         labels: tuple[str, ...] = (),
         context: str = "",
         atomic: bool = False,
     ) -> Segment:
-        section = self.section
         seg = Segment(
             start, start, kind, section.heading_path, "", parent or section, labels, context, atomic
         )
         self.blocks.append(seg)
         return seg
 
-    def _list(self, block: _Block) -> None:
-        entry = ENTRY_KIND.get(self.role or "")
-        if not (block.ordered or entry):  # a plain bullet list is prose
-            if self.blocks:
-                self._open(block.start, ChunkKind.PARAGRAPH)
+    def _close(self, end: int) -> None:
+        """Give the open section and its blocks their ends, and add the blocks."""
+        section = self.section
+        if section is None:
             return
-        kind = entry or ChunkKind.STEP
-        text, starts, ends = self.text, self.starts, self.ends
-        path, section, opened = self.section.heading_path, self.section, self.blocks
-        for line in block.parts or ():
-            start = starts[line]
-            item = _ITEM.match(text[start : ends[line]].rstrip("\r\n"))
-            if item is None:
-                labels: tuple[str, ...] = ()
-            elif kind is ChunkKind.STEP:  # the common case: a step's number is all it carries
-                marker = item.group(2)
-                labels = (f"step:{marker[:-1]}",) if marker[0].isdigit() else ()
-            else:
-                labels = _entry_labels(kind, item)
-            opened.append(Segment(start, start, kind, path, "", section, labels, "", True))
-
-    def _paragraph(self, block: _Block) -> None:
-        first = block.line
-        text, starts, ends = self.text, self.starts, self.ends
-        for n in range(first, max(first, block.last_line) + 1):
-            start = starts[n]
-            line = text[start : ends[n]].rstrip("\r\n")
-            head = line.lstrip(" ")[:1]  # `_may_be_clause`, inline: every line is tested
-            clause = _CLAUSE.match(line) if head in _CLAUSE_HEADS or head.isdigit() else None
-            if clause is not None:
-                number = _clause_id(clause.group(1))
-                parent = _clause_parent(number, self.clauses)
-                labels = (f"clause:{number}",)
-                seg = self._open(start, ChunkKind.CLAUSE, parent=parent, labels=labels, atomic=True)
-                self.clauses.append((number, seg))
-            elif n == first and self.blocks:
-                self._open(start, ChunkKind.PARAGRAPH)
-
-    def _table(self, block: _Block) -> None:
-        """Row groups of ROW_GROUP_ROWS rows; every group after the first carries the
-        header (its line and the delimiter line) as context."""
-        starts = self.starts
-        head, rows = block.start, (block.parts or [])[1:]
-        header = self.text[head : starts[rows[0]]] if rows else ""
-        text, ends = self.text, self.ends
-        for g in range(0, max(1, len(rows)), ROW_GROUP_ROWS):
-            group = rows[g : g + ROW_GROUP_ROWS]
-            keys = tuple(
-                [
-                    f"key:{cell}"
-                    for r in group
-                    if (cell := _first_cell(text[starts[r] : ends[r]]))  # strips the line end
-                ]
-            )
-            self._open(
-                head if g == 0 else starts[group[0]],
-                ChunkKind.ROW_GROUP,
-                labels=keys[:50],
-                context="" if g == 0 else header,
-                atomic=True,
-            )
+        blocks = self.blocks
+        if not blocks:
+            section.end = end
+            return
+        for k in range(len(blocks) - 1):
+            blocks[k].end = blocks[k + 1].start
+        blocks[-1].end = end
+        section.end = blocks[0].start
+        self.segments.extend(blocks)
 
 
 class MarkdownParser:
@@ -331,38 +398,11 @@ class MarkdownParser:
     def parse(self, text: str) -> ParsedDocument:
         frontmatter, body_start = split_frontmatter(text)
         index = LineIndex(text)
-        at = _Offsets(text, body_start, index)
-        segments: list[Segment] = []
-        stack: list[tuple[int, Segment]] = []
-        outline = _outline(text[body_start:], at)
-        starts = index.starts
-        cutter: _Cutter | None = None
-        defines = False
-        if outline and outline[0].tag != "Heading":  # text before the first heading
-            preamble = Segment(body_start, len(text), ChunkKind.PREAMBLE)
-            segments.append(preamble)
-            cutter = _Cutter(text, starts, [*starts[1:], len(text)], preamble)
-        for block in outline:
-            if block.tag != "Heading":
-                assert cutter is not None  # the preamble or a section is always open
-                cutter.add(block)
-                continue
-            if cutter is not None and (blocks := cutter.close(block.start)):
-                segments.extend(blocks)
-            while stack and stack[-1][0] >= block.level:
-                stack.pop()
-            role, kind, labels = _heading(block.title)
-            defines = defines or role == "definitions"
-            section = _section(block, kind, labels, stack[-1][1] if stack else None, len(text))
-            stack.append((block.level, section))
-            segments.append(section)
-            if cutter is None:
-                cutter = _Cutter(text, starts, [*starts[1:], len(text)], section, role)
-            else:
-                cutter.begin(section, role)
-        if cutter is not None:
-            segments.extend(cutter.close(len(text)))
-        if defines:  # only a definitions section defines terms
+        body = text[body_start:]
+        sections = _Sections(text, index.starts, body_start)
+        _outline(body, _Offsets(body, body_start, index), sections)
+        segments = sections.close()
+        if sections.defines:  # only a definitions section defines terms
             _link_definitions(text, segments)
         return finalize(
             text,
@@ -388,23 +428,6 @@ def _heading(title: str) -> tuple[str | None, ChunkKind, tuple[str, ...]]:
     if clause:
         labels = (*labels, f"clause:{_clause_id(clause.group(1))}")
     return role, kind, labels
-
-
-def _section(
-    block: _Block, kind: ChunkKind, labels: tuple[str, ...], parent: Segment | None, end: int
-) -> Segment:
-    title = block.title
-    return Segment(
-        block.start,
-        end,
-        kind,
-        (*parent.heading_path, title) if parent else (title,),
-        title or "section",
-        parent,
-        labels,
-        "",
-        True,  # atomic: a heading is an address
-    )
 
 
 def _may_be_clause(line: str) -> bool:
@@ -448,8 +471,16 @@ def _entry_labels(kind: ChunkKind, item: re.Match[str]) -> tuple[str, ...]:
     return tuple(labels)
 
 
-def _first_cell(row: str) -> str:
-    return row.strip().strip("|").split("|", 1)[0].strip()[:64]
+def _first_cell(text: str, start: int, end: int) -> str:
+    """The first cell of the table row in text[start:end], stripped, at most 64 characters."""
+    found = _FIRST_CELL.match(text, start, end)
+    return found.group(1).strip()[:64] if found else ""
+
+
+@lru_cache(maxsize=1024)
+def _step_labels(marker: str) -> tuple[str, ...]:
+    """A step's labels: its number, if its list is numbered (`3.` or `3)`)."""
+    return (f"step:{marker[:-1]}",) if marker[0].isdigit() else ()
 
 
 def _link_definitions(text: str, segments: list[Segment]) -> None:
