@@ -30,17 +30,16 @@ if TYPE_CHECKING:
     from pyromark.event import Range
 
 # A list item's line, matched where the line starts in the document (`match(text, start)`):
-# marker, then the item's text up to the line's end.
+# marker, then the item's text up to the line's end. A step needs only the marker: the
+# same match, less the text it need not scan.
 _ITEM_AT = re.compile(r"( {0,3})(\d{1,9}[.)]|[-*+])[ \t]+([^\r\n]*)")
+_STEP_AT = re.compile(r" {0,3}(\d{1,9}[.)]|[-*+])[ \t]")
 # A clause's number at a line's start; nothing it matches crosses a line end, so it is also
 # matched where the line starts in the document (`_CLAUSE_AT.match(text, start)`).
 _CLAUSE = re.compile(
     r"^ {0,3}(?:\*\*)?(§[ \t]*\d+(?:\.\d+)*|\d+(?:\.\d+)+\.?|\([a-z]{1,3}\))(?=[ \t])"
 )
 _CLAUSE_AT = re.compile(_CLAUSE.pattern[1:])
-# A table row's first cell: what `row.strip().strip("|").split("|", 1)[0]` keeps, less the
-# spaces at its end, matched in the document between the row's start and end.
-_FIRST_CELL = re.compile(r"\s*\|*([^|]*)")
 _TIME = re.compile(r"^(?:\*\*)?(\d{4}-\d{2}-\d{2}[T ]?\d{0,2}:?\d{0,2}Z?|\d{1,2}:\d{2}(?::\d{2})?)")
 _OWNER = re.compile(r"@([A-Za-z0-9_.-]+)")
 _DEFINED = re.compile(r'^\s*(?:[-*+]\s+)?(?:\*\*(.+?)\*\*|"(.+?)"\s+means)')
@@ -83,7 +82,6 @@ def role_of(title: str) -> str | None:
 
 # CommonMark plus GFM tables: the options the parser (and its benchmark) give pyromark.
 OPTIONS = pyromark.Options.ENABLE_TABLES
-_BYTE_NEWLINE = re.compile(rb"\r\n|\r|\n")
 
 
 class _Offsets:
@@ -105,11 +103,11 @@ class _Offsets:
 
 
 def _byte_line_starts(data: bytes) -> list[int]:
-    """Where the lines of UTF-8 `data` start; LF-only text is split rather than matched."""
-    if b"\r" in data:
-        return [0, *(m.end() for m in _BYTE_NEWLINE.finditer(data))]
-    starts = list(accumulate(map((1).__add__, map(len, data.split(b"\n"))), initial=0))
-    starts.pop()  # one past the end
+    """Where the lines of UTF-8 `data` start: bytes.splitlines() knows only CR, LF and CRLF
+    as line ends, so the lengths of its lines (ends kept) are summed in C."""
+    starts = list(accumulate(map(len, data.splitlines(True)), initial=0))
+    if data and data[-1] not in b"\r\n":  # the last sum is the end of the data, no start
+        starts.pop()
     return starts
 
 
@@ -144,17 +142,16 @@ def _outline(body: str, at: _Offsets, sections: _Sections) -> None:
         elif opened.__class__ is str:  # HtmlBlock
             _close(events)
             sections.block(line, opened)
-        else:  # what a heading's, list's or table's Start says: level, kind, parts to come
-            tag = next(iter(opened))
-            if tag == "Heading":
-                sections.heading(line, _LEVELS[opened["Heading"]["level"]], _title(events))
-            elif tag == "List":
-                sections.items(line, opened["List"] is not None, _parts(events, at))
-            elif tag == "Table":
-                sections.table(line, _parts(events, at))
-            else:  # CodeBlock, BlockQuote
-                _close(events)
-                sections.block(line, tag)
+        # What a heading's, list's or table's Start says: level, kind, parts to come.
+        elif "Heading" in opened:
+            sections.heading(line, _LEVELS[opened["Heading"]["level"]], _title(events))
+        elif "List" in opened:
+            sections.items(line, opened["List"] is not None, _parts(events, at))
+        elif "Table" in opened:
+            sections.table(line, _parts(events, at))
+        else:  # CodeBlock, BlockQuote
+            _close(events)
+            sections.block(line, next(iter(opened)))
 
 
 _PARAGRAPH_END = {"End": "Paragraph"}
@@ -248,7 +245,10 @@ class _Sections:
     def heading(self, line: int, level: int, title: str) -> None:
         """Open the section of a heading, closing the one open."""
         start = self.starts[line]
-        self._close(start)
+        if self.blocks:
+            self._close(start)
+        elif self.section is not None:  # the common case: a section that opened no block
+            self.section.end = start
         stack = self.stack
         while stack and stack[-1][0] >= level:
             stack.pop()
@@ -315,13 +315,14 @@ class _Sections:
             return
         kind = entry or ChunkKind.STEP
         text, starts, path, opened = self.text, self.starts, section.heading_path, self.blocks
+        step = kind is ChunkKind.STEP  # the common case: a step's number is all it carries
         for item_line in items:
             start = starts[item_line]
-            item = _ITEM_AT.match(text, start)
+            item = (_STEP_AT if step else _ITEM_AT).match(text, start)
             if item is None:
                 labels: tuple[str, ...] = ()
-            elif kind is ChunkKind.STEP:  # the common case: a step's number is all it carries
-                labels = _step_labels(item.group(2))
+            elif step:
+                labels = _step_labels(item.group(1))
             else:
                 labels = _entry_labels(kind, item)
             opened.append(Segment(start, start, kind, path, "", section, labels, "", True))
@@ -336,7 +337,7 @@ class _Sections:
         for g in range(0, max(1, len(rows)), ROW_GROUP_ROWS):
             group = rows[g : g + ROW_GROUP_ROWS]
             keys = tuple(
-                [f"key:{cell}" for r in group if (cell := _first_cell(text, starts[r], ends[r]))]
+                [f"key:{cell}" for r in group if (cell := _first_cell(text[starts[r] : ends[r]]))]
             )
             self._open(
                 section,
@@ -471,10 +472,8 @@ def _entry_labels(kind: ChunkKind, item: re.Match[str]) -> tuple[str, ...]:
     return tuple(labels)
 
 
-def _first_cell(text: str, start: int, end: int) -> str:
-    """The first cell of the table row in text[start:end], stripped, at most 64 characters."""
-    found = _FIRST_CELL.match(text, start, end)
-    return found.group(1).strip()[:64] if found else ""
+def _first_cell(row: str) -> str:
+    return row.strip().strip("|").split("|", 1)[0].strip()[:64]
 
 
 @lru_cache(maxsize=1024)
