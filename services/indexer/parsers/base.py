@@ -210,8 +210,8 @@ def apply_size_policy(text: str, segments: list[Segment], policy: SizePolicy) ->
         out.extend(parts)
     parents: set[int] | None = None  # who is a parent (never merged away): when first asked
     merged: list[Segment] = []
+    prev: Segment | None = None  # merged[-1]
     for seg in out:
-        prev = merged[-1] if merged else None
         if (
             not seg.atomic
             and prev is not None
@@ -232,6 +232,7 @@ def apply_size_policy(text: str, segments: list[Segment], policy: SizePolicy) ->
             prev.end = seg.end
             continue
         merged.append(seg)
+        prev = seg
     return merged
 
 

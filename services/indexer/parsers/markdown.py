@@ -277,13 +277,13 @@ class _Sections:
 
     def block(self, line: int, tag: str) -> None:
         """A block that is prose whatever it holds (code stays with what it follows)."""
-        section = self._open_section()
+        section = self.section or self._preamble()
         if tag != "CodeBlock" and self.blocks:
             self._open(section, self.starts[line], ChunkKind.PARAGRAPH)
 
     def paragraph(self, first: int, last: int) -> None:
         """A paragraph: prose, except its lines numbered like clauses."""
-        section = self._open_section()
+        section = self.section or self._preamble()
         text, starts = self.text, self.starts
         for n in range(first, max(first, last) + 1):
             start = starts[n]
@@ -307,7 +307,7 @@ class _Sections:
     def items(self, line: int, ordered: bool, items: list[int]) -> None:
         """A list (its items' lines): steps if it is numbered, entries under Timeline,
         Findings or Action items, prose otherwise."""
-        section = self._open_section()
+        section = self.section or self._preamble()
         entry = ENTRY_KIND.get(self.role or "")
         if not (ordered or entry):  # a plain bullet list is prose
             if self.blocks:
@@ -330,7 +330,7 @@ class _Sections:
     def table(self, line: int, parts: list[int]) -> None:
         """Row groups of ROW_GROUP_ROWS rows; every group after the first carries the
         header (its line and the delimiter line) as context."""
-        section = self._open_section()
+        section = self.section or self._preamble()
         text, starts, ends = self.text, self.starts, self.ends
         head, rows = starts[line], parts[1:]
         header = text[head : starts[rows[0]]] if rows else ""
@@ -349,12 +349,10 @@ class _Sections:
                 True,
             )
 
-    def _open_section(self) -> Segment:
-        """The open section; before the first heading, the preamble (opened if need be)."""
-        section = self.section
-        if section is None:
-            section = self.section = Segment(self.body_start, len(self.text), ChunkKind.PREAMBLE)
-            self.segments.append(section)
+    def _preamble(self) -> Segment:
+        """Open the preamble: the section of what comes before the first heading."""
+        section = self.section = Segment(self.body_start, len(self.text), ChunkKind.PREAMBLE)
+        self.segments.append(section)
         return section
 
     def _open(
