@@ -2,7 +2,8 @@
 
 Line starts are found by splitting text with one kind of line end, and chunk records are
 built by filling their slots (`indexer.parsers.base`); both must agree, on any input, with
-the regex and the constructors they stand in for.
+the regex and the constructors they stand in for. The Markdown cutter matches a line where
+it starts in the document, which must find what matching the line alone finds.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from govindex.core.records import ChunkDraft, ChunkKind, Span
-from indexer.parsers import base
+from indexer.parsers import base, markdown
 from indexer.parsers.base import NEWLINE, LineIndex
 from indexer.parsers.markdown import _byte_line_starts
 
@@ -47,3 +48,42 @@ def test_chunk_records_built_from_slots_equal_the_constructed_ones() -> None:
     assert built == made
     assert hash(built) == hash(made)
     assert built.as_json() == made.as_json()
+
+
+# Every line break str.splitlines() knows: the texts that must leave its fast path.
+breaks = st.text(
+    alphabet=st.sampled_from(list("ab \r\n\v\f\x1c\x1d\x1e\x85\u2028\u2029é")), max_size=60
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(breaks, texts))
+def test_line_starts_ignore_the_line_breaks_that_are_not_cr_or_lf(text: str) -> None:
+    assert LineIndex(text).starts == [0, *(m.end() for m in NEWLINE.finditer(text))]
+
+
+# What the cutter matched on each line, sliced out and stripped of its line end.
+ITEM_LINE = re.compile(r"^( {0,3})(\d{1,9}[.)]|[-*+])[ \t]+(.*)$")
+line_texts = st.lists(
+    st.text(alphabet=st.sampled_from(list(" \t§()*.-+:ab19٣²|\u2028\x0b")), max_size=16),
+    min_size=1,
+    max_size=6,
+).map(lambda lines: [*lines, "1. " + lines[0], "  (a) x", "**4.1 y", " § 2 z"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(line_texts, st.sampled_from(["\n", "\r\n", "\r"]))
+def test_lines_match_where_they_start_as_they_match_alone(lines: list[str], nl: str) -> None:
+    text = nl.join(lines)
+    index = LineIndex(text)
+    ends = [*index.starts[1:], len(text)]
+    for start, end in zip(index.starts, ends, strict=True):
+        line = text[start:end].rstrip("\r\n")
+        alone = ITEM_LINE.match(line)
+        item, step = markdown._ITEM_AT.match(text, start), markdown._STEP_AT.match(text, start)
+        assert (alone and alone.groups()) == (item and item.groups())
+        assert (alone and alone.group(2)) == (step and step.group(1))
+        clause = markdown._CLAUSE.match(line)
+        assert (clause and clause.group(1)) == (
+            (found := markdown._CLAUSE_AT.match(text, start)) and found.group(1)
+        )
