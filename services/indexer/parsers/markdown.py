@@ -94,11 +94,10 @@ class _Offsets:
     """
 
     def __init__(self, body: str, body_start: int, index: LineIndex) -> None:
-        self.starts = index.starts
         if body.isascii():
-            self.table, self.shift, self.delta = self.starts, body_start, -1
+            self.table, self.shift, self.delta = index.starts, body_start, -1
         else:
-            first = bisect.bisect_right(self.starts, body_start) - 1
+            first = bisect.bisect_right(index.starts, body_start) - 1
             self.table, self.shift, self.delta = _byte_line_starts(body.encode()), 0, first - 1
 
 
@@ -304,8 +303,8 @@ class _Sections:
             elif n == first and self.blocks:
                 self._open(section, start, ChunkKind.PARAGRAPH)
 
-    def items(self, line: int, ordered: bool, items: list[int]) -> None:
-        """A list (its items' lines): steps if it is numbered, entries under Timeline,
+    def items(self, line: int, ordered: bool, lines: list[int]) -> None:
+        """A list, given its items' lines: steps if it is numbered, entries under Timeline,
         Findings or Action items, prose otherwise."""
         section = self.section or self._preamble()
         entry = ENTRY_KIND.get(self.role or "")
@@ -316,7 +315,7 @@ class _Sections:
         kind = entry or ChunkKind.STEP
         text, starts, path, opened = self.text, self.starts, section.heading_path, self.blocks
         step = kind is ChunkKind.STEP  # the common case: a step's number is all it carries
-        for item_line in items:
+        for item_line in lines:
             start = starts[item_line]
             item = (_STEP_AT if step else _ITEM_AT).match(text, start)
             if item is None:
