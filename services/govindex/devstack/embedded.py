@@ -64,11 +64,37 @@ class _Server:
     error: str | None = None
 
 
+_EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def _ephemeral_low() -> int:
+    """The lowest port the kernel gives outgoing connections (32768 if unknown)."""
+    try:
+        return int(_EPHEMERAL.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
+    """A free loopback port below the ephemeral range. A server restarted on its port
+    (the supervisor keeps each one's address) must find it free: a client reconnecting to
+    a port inside that range can be given that very port as its own and connect to itself
+    (TCP self-connect on loopback), holding it and answering in the server's place."""
+    low = _ephemeral_low()
+    for _ in range(200):
+        first = max(1024, low - 12000)
+        port = first + secrets.randbelow(low - first) if low > first else 0
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            found: int = sock.getsockname()[1]
+            return found
+    with socket.socket() as sock:  # the range is full: any port
         sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+        any_port: int = sock.getsockname()[1]
+        return any_port
 
 
 def wait_for_port(
