@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import random
 import re
 from datetime import UTC, datetime
 
@@ -17,6 +18,7 @@ from govindex.core.records import SourceManifest
 from indexer.parsers.markdown import MarkdownParser
 from indexer.stamping import (
     StampContext,
+    _shingle_hashes,
     contains_instructions,
     resolve_access,
     resolve_validity,
@@ -173,3 +175,15 @@ def test_simhash_equals_one_counter_per_bit(texts: list[str]) -> None:
     assert [simhash64(t) for t in texts] == [_simhash_by_counting(t) for t in texts]
     long = " ".join(texts) * 40  # thousands of shingles laid end to end
     assert simhash64(long) == _simhash_by_counting(long)
+
+
+@pytest.mark.parametrize("shingles", [1, 2, 3, 127, 128, 129, 254, 255, 256, 257, 600])
+def test_simhash_counts_equal_the_oracle_at_every_lane_boundary(shingles: int) -> None:
+    """Up to 255 shingles are counted in 8-bit lanes, more by popcounts: both sides of the
+    edge, and counts where half the hashes is exactly the verdict (even n)."""
+    rng = random.Random(shingles)
+    for _ in range(20):
+        words = [f"w{rng.randrange(10**6)}" for _ in range(shingles + 2)]
+        text = " ".join(words)
+        assert len(_shingle_hashes(text)) == shingles
+        assert simhash64(text) == _simhash_by_counting(text)
