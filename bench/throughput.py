@@ -73,11 +73,13 @@ STANDIN_BEFORE = 2470
 @dataclass(frozen=True)
 class Timed:
     """One indexer run: seconds from the workers' start to everything committed; their CPU
-    seconds in all (start-up included), and from their start on (`busy_cpu`)."""
+    seconds in all (start-up included), and from their start on (`busy_cpu`); PostgreSQL's
+    CPU seconds over the same span (every server process, the benchmark's own polls too)."""
 
     seconds: float
     cpu: float
     busy_cpu: float
+    pg_cpu: float
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,7 @@ class Ceiling:
             "two_processes_over_one": round(one.seconds / two.seconds, 2),
             "worker_cpu_ms_per_chunk_1_proc": round(1000 * one.busy_cpu / self.chunks, 3),
             "worker_cpu_ms_per_chunk_2_procs": round(1000 * two.busy_cpu / self.chunks, 3),
+            "postgres_cpu_ms_per_chunk_1_proc": round(1000 * one.pg_cpu / self.chunks, 3),
             "batch_size_1_chunks_per_s": round(self.single),
         }
 
@@ -220,7 +223,9 @@ async def preload(settings: Settings, tenant: str, texts: list[str]) -> None:
         await publisher.stop()
 
 
-def start_indexer(settings: Settings, batch: int, log: Path) -> subprocess.Popen[bytes]:
+def start_indexer(
+    settings: Settings, batch: int, log: Path, *, dense: bool = True
+) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "GOVINDEX_PG_DSN": settings.pg_dsn or "",
@@ -229,6 +234,7 @@ def start_indexer(settings: Settings, batch: int, log: Path) -> subprocess.Popen
         "GOVINDEX_NAMESPACE": settings.namespace,
         "GOVINDEX_BATCH_MAX_EVENTS": str(batch),
         "GOVINDEX_METRICS_PORT": "0",  # two workers on one host
+        **({} if dense else {"GOVINDEX_EMBEDDER": "none"}),
     }
     return subprocess.Popen(
         [sys.executable, "-m", "govindex.cli.main", "worker", "indexer", "--log-level", "INFO"],
@@ -252,7 +258,16 @@ async def done(
 ) -> bool:
     """The group's offsets committed to the end and Postgres holding every chunk; with
     `read_index`, OpenSearch too. A stand-in holds nothing to read back, but the indexer
-    commits a batch only once its bulk was answered, so the offsets say the bulks are done."""
+    commits a batch only once its bulk was answered, so the offsets say the bulks are done.
+    The offsets are asked first: a count of the chunks on every poll was a tenth of a core
+    of PostgreSQL's, charged to the indexer's run."""
+    reader = OffsetReader(settings.kafka_bootstrap or "")
+    try:
+        lag = reader.lag(settings.topics.documents, settings.group("indexer"))
+    finally:
+        reader.close()
+    if not lag or any(p.lag > 0 for p in lag):
+        return False
     async with rt.pool.connection() as conn:
         cur = await conn.execute("SELECT count(*) FROM chunks WHERE tenant_id = %s", (tenant,))
         row = await cur.fetchone()
@@ -265,12 +280,7 @@ async def done(
         )
         if int(found["count"]) < chunks:
             return False
-    reader = OffsetReader(settings.kafka_bootstrap or "")
-    try:
-        lag = reader.lag(settings.topics.documents, settings.group("indexer"))
-    finally:
-        reader.close()
-    return all(p.lag <= 0 for p in lag)
+    return True
 
 
 def proc_cpu(pid: int) -> float:
@@ -283,6 +293,20 @@ def proc_cpu(pid: int) -> float:
     return sum(int(f) for f in fields[11:15]) / TICK  # utime stime cutime cstime
 
 
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of a live process and of its live children (a server's sessions), with
+    what the children it reaped used: PostgreSQL's postmaster and backends."""
+    total = proc_cpu(pid)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:  # ppid
+            total += sum(int(f) for f in fields[11:13]) / TICK
+    return total
+
+
 async def indexer_run(
     base: Settings,
     root: Path,
@@ -292,9 +316,14 @@ async def indexer_run(
     batch: int,
     procs: int,
     sink: str | None = None,
+    *,
+    pg_pid: int,
+    dense: bool = True,
 ) -> Timed:
     """The workers' run, from their start to everything committed. With `sink` (a
-    stand-in's URL), the bootstrap and the workers use it instead of the real server."""
+    stand-in's URL), the bootstrap and the workers use it instead of the real server.
+    Without `dense`, the workers embed nothing (GOVINDEX_EMBEDDER=none): no vectors, so no
+    HNSW inserts in PostgreSQL."""
     update: dict[str, Any] = {"namespace": name}
     if sink is not None:
         update["opensearch_url"] = sink
@@ -302,16 +331,18 @@ async def indexer_run(
     await preload(settings, name, texts)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     logs = [root / f"{name}-{i}.log" for i in range(procs)]
-    workers = [start_indexer(settings, batch, log) for log in logs]
+    workers = [start_indexer(settings, batch, log, dense=dense) for log in logs]
     try:
         await wait_started(logs)
         startup = sum(proc_cpu(w.pid) for w in workers)
+        pg_before = tree_cpu(pg_pid)
         started = time.perf_counter()
         async with Runtime(settings) as rt:
             read_index = sink is None
             while not await done(rt, settings, name, chunks, read_index=read_index):  # noqa: ASYNC110 - polling servers
                 await asyncio.sleep(0.25)
         elapsed = time.perf_counter() - started
+        pg_cpu = tree_cpu(pg_pid) - pg_before
     finally:
         for w in workers:
             w.terminate()
@@ -319,7 +350,7 @@ async def indexer_run(
             w.wait(timeout=60)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return Timed(elapsed, cpu, cpu - startup)
+    return Timed(elapsed, cpu, cpu - startup, pg_cpu)
 
 
 def start_standin() -> tuple[subprocess.Popen[bytes], str]:
@@ -335,8 +366,23 @@ def start_standin() -> tuple[subprocess.Popen[bytes], str]:
     return proc, line.split()[-1]
 
 
+def line(label: str, chunks: int, run: Timed, note: str = "") -> None:
+    """One run's figures: chunks/s, then the worker's and PostgreSQL's CPU per chunk."""
+    print(
+        f"  {label:31}{chunks / run.seconds:9.0f} chunks/s   worker "
+        f"{1000 * run.busy_cpu / chunks:.3f} ms, PostgreSQL {1000 * run.pg_cpu / chunks:.3f} "
+        f"ms CPU a chunk{note}",
+        flush=True,
+    )
+
+
 async def real_runs(
-    base: Settings, root: Path, texts: list[str], per_doc: list[list[Chunk]], stamp_cpu: float
+    base: Settings,
+    root: Path,
+    texts: list[str],
+    per_doc: list[list[Chunk]],
+    stamp_cpu: float,
+    pg_pid: int,
 ) -> Ceiling:
     """The baselines and the indexer against the embedded server: the default mode."""
     assert base.opensearch_url
@@ -348,15 +394,15 @@ async def real_runs(
         copy_s = await copy_baseline(rt, per_doc)
     print(f"  (b) COPY into chunks' twin     {total / copy_s:9.0f} chunks/s", flush=True)
     floor = min(total / bulk_s, total / copy_s)
-    one = await indexer_run(base, root, "bone", texts[:SMALL], small, 1, 1)
+    one = await indexer_run(base, root, "bone", texts[:SMALL], small, 1, 1, pg_pid=pg_pid)
     rate_one = small / one.seconds
-    print(f"  indexer, batch size 1, 1 proc  {rate_one:9.0f} chunks/s ({SMALL} docs)")
-    b1 = await indexer_run(base, root, "bbat", texts, total, 500, 1)
+    line("indexer, batch size 1, 1 proc", small, one, f" ({SMALL} docs)")
+    b1 = await indexer_run(base, root, "bbat", texts, total, 500, 1, pg_pid=pg_pid)
     rate_b1 = total / b1.seconds
-    print(f"  indexer, batched, 1 process    {rate_b1:9.0f} chunks/s", flush=True)
-    b2 = await indexer_run(base, root, "btwo", texts, total, 500, 2)
+    line("indexer, batched, 1 process", total, b1)
+    b2 = await indexer_run(base, root, "btwo", texts, total, 500, 2, pg_pid=pg_pid)
     rate_b2 = total / b2.seconds
-    print(f"  indexer, batched, 2 processes  {rate_b2:9.0f} chunks/s", flush=True)
+    line("indexer, batched, 2 processes", total, b2)
     print(
         json.dumps(
             {
@@ -377,23 +423,35 @@ async def real_runs(
 
 
 async def standin_runs(
-    base: Settings, root: Path, texts: list[str], per_doc: list[list[Chunk]], sink: str
+    base: Settings,
+    root: Path,
+    texts: list[str],
+    per_doc: list[list[Chunk]],
+    sink: str,
+    pg_pid: int,
 ) -> Ceiling:
-    """The same indexer runs with every bulk answered at once by the stand-in."""
+    """The same indexer runs with every bulk answered at once by the stand-in; then one
+    process once more without the dense channel, which takes the model and PostgreSQL's
+    HNSW inserts out and leaves the rest of the indexer's ceiling."""
     total = sum(len(d) for d in per_doc)
     small = sum(len(d) for d in per_doc[:SMALL])
-    one = await indexer_run(base, root, "sone", texts[:SMALL], small, 1, 1, sink)
+    one = await indexer_run(base, root, "sone", texts[:SMALL], small, 1, 1, sink, pg_pid=pg_pid)
     rate_one = small / one.seconds
-    print(f"  stand-in, batch size 1, 1 proc {rate_one:9.0f} chunks/s ({SMALL} docs)")
-    b1 = await indexer_run(base, root, "sbat", texts, total, 500, 1, sink)
-    print(f"  stand-in, batched, 1 process   {total / b1.seconds:9.0f} chunks/s", flush=True)
-    b2 = await indexer_run(base, root, "stwo", texts, total, 500, 2, sink)
-    print(f"  stand-in, batched, 2 processes {total / b2.seconds:9.0f} chunks/s", flush=True)
+    line("stand-in, batch size 1, 1 proc", small, one, f" ({SMALL} docs)")
+    b1 = await indexer_run(base, root, "sbat", texts, total, 500, 1, sink, pg_pid=pg_pid)
+    line("stand-in, batched, 1 process", total, b1)
+    b2 = await indexer_run(base, root, "stwo", texts, total, 500, 2, sink, pg_pid=pg_pid)
+    line("stand-in, batched, 2 processes", total, b2)
+    flat = await indexer_run(
+        base, root, "sflat", texts, total, 500, 1, sink, pg_pid=pg_pid, dense=False
+    )
+    line("stand-in, 1 process, no dense", total, flat)
     print(
         f"targets: stand-in chunks/s, 1 process = {total / b1.seconds:.0f} "
         f"(>= {3 * STANDIN_BEFORE}, 3 x {STANDIN_BEFORE}); "
         f"two processes / one = {b1.seconds / b2.seconds:.2f} (>= 1.7); worker CPU per chunk "
-        f"= {1000 * b1.busy_cpu / total:.3f} ms (<= {CPU_TARGET_MS})"
+        f"= {1000 * b1.busy_cpu / total:.3f} ms (<= {CPU_TARGET_MS}); without the dense "
+        f"channel {total / flat.seconds:.0f} chunks/s, {1000 * flat.busy_cpu / total:.3f} ms"
     )
     return Ceiling("standin", len(texts), total, rate_one, b1, b2)
 
@@ -416,6 +474,7 @@ async def main(sink: str) -> None:
         base = Settings(state_dir=root / "state").model_copy(update=stack.start())
         assert base.pg_dsn and base.opensearch_url
         await migrate(base.pg_dsn)
+        pg_pid = stack.processes["postgres"].pid
         texts = corpus(DOCS)
         per_doc, stamp_cpu = stamp(texts)
         total = sum(len(d) for d in per_doc)
@@ -423,10 +482,10 @@ async def main(sink: str) -> None:
         print(f"corpus: {DOCS} documents, {mb:.1f} MB, {total} chunks", flush=True)
         figures: list[Ceiling] = []
         if sink in ("real", "both"):
-            figures.append(await real_runs(base, root, texts, per_doc, stamp_cpu))
+            figures.append(await real_runs(base, root, texts, per_doc, stamp_cpu, pg_pid))
         if sink in ("standin", "both"):
             standin, url = start_standin()
-            figures.append(await standin_runs(base, root, texts, per_doc, url))
+            figures.append(await standin_runs(base, root, texts, per_doc, url, pg_pid))
             print_ceilings(figures)
     finally:
         if standin is not None:
