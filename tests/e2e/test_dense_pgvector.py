@@ -12,6 +12,7 @@ import pytest
 
 from govindex.adapters.postgres.pool import MigrationFailed, migrate, migration_files
 from govindex.adapters.postgres.vectors import Generation, insert_vectors
+from govindex.devstack.embedded import shared_buffers_mb
 from reader.app import read_service
 from reader.models import SearchRequest
 from tests.support.pipeline import Pipeline
@@ -111,6 +112,20 @@ async def test_the_live_generation_has_its_hnsw_index_and_answers_alone(
             "UPDATE vector_generations SET state = 'live' WHERE embedder = 'another-model'"
         )
     assert (await service.search(_dense(p, ["group:eng"], 3))).hits == []
+
+
+async def test_the_embedded_server_keeps_a_buffer_cache_sized_for_the_hnsw_index(
+    migrated: dict[str, Any],
+) -> None:
+    """The embedded PostgreSQL gets a quarter of the machine's memory for its buffers
+    (128 MB to 1 GB), not its 128 MB default: past the cache, every HNSW insert reads
+    hundreds of the graph's pages from the kernel."""
+    async with await psycopg.AsyncConnection.connect(migrated["pg_dsn"]) as conn:
+        cur = await conn.execute("SELECT pg_size_bytes(current_setting('shared_buffers'))")
+        row = await cur.fetchone()
+    assert row is not None
+    assert row[0] == shared_buffers_mb() * 2**20
+    assert 128 * 2**20 <= row[0] <= 2**30
 
 
 async def test_vectors_stored_as_bytes_become_pgvector_vectors_exactly(
