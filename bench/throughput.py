@@ -38,8 +38,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
+import psycopg
 from opensearchpy import AsyncOpenSearch
+from psycopg import sql
 
 from corpora import runbook
 from govindex.adapters.kafka import OffsetReader
@@ -283,6 +286,21 @@ async def done(
     return True
 
 
+async def fresh_database(base: Settings, name: str) -> str:
+    """A new, migrated database for one run, and its DSN: every run starts from empty
+    tables. In one database, each run's vectors would grow the HNSW graph the next run
+    inserts into (and `prepare` would copy every earlier run's chunks into the new
+    namespace's index)."""
+    assert base.pg_dsn
+    database = f"bench_{name}"
+    async with await psycopg.AsyncConnection.connect(base.pg_dsn, autocommit=True) as conn:
+        await conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(database)))
+        await conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+    dsn = urlunsplit(urlsplit(base.pg_dsn)._replace(path=f"/{database}"))
+    await migrate(dsn)
+    return dsn
+
+
 def proc_cpu(pid: int) -> float:
     """CPU seconds a live process (and the children it reaped) used so far; 0 without
     /proc. Sampled once the workers have started, it leaves their start-up out."""
@@ -324,7 +342,7 @@ async def indexer_run(
     stand-in's URL), the bootstrap and the workers use it instead of the real server.
     Without `dense`, the workers embed nothing (GOVINDEX_EMBEDDER=none): no vectors, so no
     HNSW inserts in PostgreSQL."""
-    update: dict[str, Any] = {"namespace": name}
+    update: dict[str, Any] = {"namespace": name, "pg_dsn": await fresh_database(base, name)}
     if sink is not None:
         update["opensearch_url"] = sink
     settings = base.model_copy(update=update)
