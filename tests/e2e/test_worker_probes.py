@@ -4,6 +4,10 @@ round, whatever the servers do (a restart would not bring a server back)."""
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
 import time
 
 import aiohttp
@@ -56,3 +60,35 @@ async def test_ready_names_the_server_that_does_not_answer_and_live_does_not_car
             assert await _get(base + "/readyz") == (200, {"ok": True})
         finally:
             await health.stop()
+
+
+def test_a_worker_whose_metrics_port_is_taken_exits_with_the_fix_and_runs_no_lane(
+    settings: Settings,
+) -> None:
+    """Before, the port was bound after the lanes had started: the process went on with its
+    lanes retrying batches on a closed pool, and never exited."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "govindex.cli.main", "worker", "indexer"],
+            env={
+                **os.environ,
+                "GOVINDEX_PG_DSN": settings.pg_dsn or "",
+                "GOVINDEX_KAFKA_BOOTSTRAP": settings.kafka_bootstrap or "",
+                "GOVINDEX_OPENSEARCH_URL": settings.opensearch_url or "",
+                "GOVINDEX_NAMESPACE": settings.namespace,
+                "GOVINDEX_METRICS_HOST": "127.0.0.1",
+                "GOVINDEX_METRICS_PORT": str(port),
+            },
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+    out = done.stdout + done.stderr
+    assert done.returncode != 0, out
+    assert f"cannot serve /metrics on 127.0.0.1:{port}" in out, out
+    assert "GOVINDEX_METRICS_PORT" in out
+    assert "lanes.assigned" not in out and "workers.started" not in out, out

@@ -251,40 +251,45 @@ async def _serve(
         running = Workers(
             rt, run=tuple(w for w in workers if w not in LISTENERS), metrics=True, heal=True
         )
-        generation = await running.start()
+        # The health port first: a port that is taken fails the process before any worker
+        # runs. Past it, whatever fails stops the workers before the runtime closes, so a
+        # process never lingers with its lanes running on a closed pool.
         health = await _serve_health(rt, running, settings, laptop)
-        metrics_url = health.url
         servers: list[_Server] = []
-        extra: dict[str, str] = {}
-        if laptop or webhook_port is not None or "webhooks" in workers:
-            from ingest.app import WebhookServer
+        try:
+            generation = await running.start()
+            metrics_url = health.url
+            extra: dict[str, str] = {}
+            if laptop or webhook_port is not None or "webhooks" in workers:
+                from ingest.app import WebhookServer
 
-            webhooks = WebhookServer(rt, host=webhook_host, port=webhook_port or 0)
-            settings = settings.model_copy(update={"http_url": await webhooks.start()})
-            servers.append(webhooks)
-            extra["webhooks"] = f"{settings.http_url}/webhooks/github, /webhooks/gitlab"
-        if laptop or read_api:
-            servers.append(await _start_read_api(rt, settings, laptop, extra))
-        if laptop or admin_api:
-            servers.append(await _start_admin_api(rt, settings, laptop, extra))
-        if stack is not None:
-            stack.write_stack_file(
-                {"generation": generation, "http_url": settings.http_url}
-                | {"metrics_url": metrics_url}
-                | {k: v for k, v in extra.items() if k != "webhooks"}
+                webhooks = WebhookServer(rt, host=webhook_host, port=webhook_port or 0)
+                settings = settings.model_copy(update={"http_url": await webhooks.start()})
+                servers.append(webhooks)
+                extra["webhooks"] = f"{settings.http_url}/webhooks/github, /webhooks/gitlab"
+            if laptop or read_api:
+                servers.append(await _start_read_api(rt, settings, laptop, extra))
+            if laptop or admin_api:
+                servers.append(await _start_admin_api(rt, settings, laptop, extra))
+            if stack is not None:
+                stack.write_stack_file(
+                    {"generation": generation, "http_url": settings.http_url}
+                    | {"metrics_url": metrics_url}
+                    | {k: v for k, v in extra.items() if k != "webhooks"}
+                )
+            console.print(
+                _ready(settings, workers, generation, metrics_url, extra, stack), soft_wrap=True
             )
-        console.print(
-            _ready(settings, workers, generation, metrics_url, extra, stack), soft_wrap=True
-        )
-        if reconcile:
-            for source_id, result in (await reconcile_sources(rt)).items():
-                console.print(f"govindex: reconciled {source_id}: {result}", soft_wrap=True)
-        await _until_stopped()
-        console.print("govindex: stopping ...")
-        for server in servers:
-            await server.stop()
-        await running.stop()
-        await health.stop()
+            if reconcile:
+                for source_id, result in (await reconcile_sources(rt)).items():
+                    console.print(f"govindex: reconciled {source_id}: {result}", soft_wrap=True)
+            await _until_stopped()
+            console.print("govindex: stopping ...")
+        finally:
+            for server in servers:
+                await server.stop()
+            await running.stop()
+            await health.stop()
     return 0
 
 
