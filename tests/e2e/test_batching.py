@@ -137,6 +137,7 @@ def _worker(p: Pipeline, log: Path, kind: str = "indexer", **env: str) -> subpro
             "GOVINDEX_KAFKA_BOOTSTRAP": p.settings.kafka_bootstrap or "",
             "GOVINDEX_OPENSEARCH_URL": p.settings.opensearch_url or "",
             "GOVINDEX_NAMESPACE": p.settings.namespace,
+            "GOVINDEX_METRICS_PORT": "0",  # the default port may be another test's
             **env,
         },
         stdout=log.open("wb"),
@@ -480,9 +481,7 @@ async def test_the_indexers_two_lanes_run_in_processes_of_their_own(
             assert await p._count_processed(deleted, "indexer") == 0
             assert len(await p.pg_chunks("two.md")) == 1
 
-            deletions = _worker(
-                p, log, "deletions", GOVINDEX_CONTROL_POLL_S="0.5", GOVINDEX_METRICS_PORT="0"
-            )
+            deletions = _worker(p, log, "deletions", GOVINDEX_CONTROL_POLL_S="0.5")
             await p.wait_processed(deleted, timeout=180)
             await p.wait_purged("two.md", 2)
             assert await p.pg_chunks("two.md") == [] and p.os_chunks("two.md") == []

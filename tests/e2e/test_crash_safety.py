@@ -37,6 +37,7 @@ def _worker(p: Pipeline, opensearch_url: str, log: Path) -> subprocess.Popen[byt
         "GOVINDEX_KAFKA_BOOTSTRAP": p.settings.kafka_bootstrap or "",
         "GOVINDEX_OPENSEARCH_URL": opensearch_url,
         "GOVINDEX_NAMESPACE": p.settings.namespace,
+        "GOVINDEX_METRICS_PORT": "0",  # the default port may be another test's
     }
     return subprocess.Popen(
         [sys.executable, "-m", "govindex.cli.main", "worker", "indexer", "--log-level", "INFO"],

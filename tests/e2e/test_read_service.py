@@ -791,6 +791,7 @@ def test_the_production_read_worker_serves_with_tokens_and_refuses_without(
         GOVINDEX_REDIS_URL=settings.redis_url,
         GOVINDEX_NAMESPACE=settings.namespace,
         GOVINDEX_READ_PORT=str(port),
+        GOVINDEX_METRICS_PORT="0",  # the default port may be another test's
     )
     from govindex.control.bootstrap import prepare
 
