@@ -163,9 +163,9 @@ def simhash64(text: str) -> int:
     binary numeral. Lanes of 8 bits hold up to 255 shingles; longer texts are counted
     with one masked popcount per bit of the hashes laid end to end.
 
-    Texts of up to `_CACHED_CHARS` are cached (4,096 of them: a few MB at most): an
-    updated document's new version repeats most of its chunks, and boilerplate repeats
-    across documents.
+    Texts of up to `_CACHED_CHARS` are cached, 4,096 of them (about 1 MB for chunks of a
+    few hundred characters, 32 MB at worst): an updated document's new version repeats
+    most of its chunks, and boilerplate repeats across documents.
     """
     return _simhash_cached(text) if len(text) <= _CACHED_CHARS else _simhash(text)
 
