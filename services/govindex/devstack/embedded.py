@@ -81,9 +81,9 @@ def free_port() -> int:
     a port inside that range can be given that very port as its own and connect to itself
     (TCP self-connect on loopback), holding it and answering in the server's place."""
     low = _ephemeral_low()
-    for _ in range(200):
-        first = max(1024, low - 12000)
-        port = first + secrets.randbelow(low - first) if low > first else 0
+    first = max(1024, low - 12000)
+    below = [first + secrets.randbelow(low - first) for _ in range(200)] if low > first else []
+    for port in (*below, 0):  # 0, last: the range below is full, any port
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
@@ -91,10 +91,7 @@ def free_port() -> int:
                 continue
             found: int = sock.getsockname()[1]
             return found
-    with socket.socket() as sock:  # the range is full: any port
-        sock.bind(("127.0.0.1", 0))
-        any_port: int = sock.getsockname()[1]
-        return any_port
+    raise OSError("no free loopback port")
 
 
 def shared_buffers_mb(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
