@@ -10,9 +10,11 @@ production entry point), then grows one source's corpus through the pipeline in 
   documents' bulks (the indexer's bodies, serialized beforehand), per document;
 - **purge**: PURGE_DOCS documents deleted at once on the deletions topic, timed until every
   purge receipt is written (per document);
-- **the server's read-back**: the search server's own time for the count the purge sends
-  to read back PURGE_DOCS documents (the purge waits for it), per document; and for the
-  count it sent before, a clause per document (one round);
+- **the server's read-back**: the search server's own time for the counts the purge sends
+  to read back PURGE_DOCS documents (the purge waits for them), per document: whether any
+  document bears their names (`terms` alone: all the purge sends when none does), then the
+  exact count (sent when one does); and for the count it sent before both, a clause per
+  document (one round);
 - **`govindex documents`**: the command as a process, listing the whole source as JSON
   lines, and as a table, less the same command's time on an empty source (its start),
   per document listed.
@@ -36,6 +38,7 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 from opensearchpy import AsyncOpenSearch, OpenSearch
 
@@ -159,16 +162,24 @@ async def purge_seconds(rt: Runtime, publisher: AsyncKafkaPublisher, corpus: Cor
     return (time.perf_counter() - started) / PURGE_DOCS
 
 
-def read_back_seconds(settings: Settings, corpus: Corpus, *, per_document: bool) -> float:
+def read_back_seconds(settings: Settings, corpus: Corpus, *, form: str) -> float:
     """The search server's own time for the purge's read-back of PURGE_DOCS documents (those
-    purged last): the count the purge sends (`covering_queries`), or with `per_document`
-    the one it sent before, a clause per document. Seconds per document."""
+    purged last), in seconds per document, by `form`: `names`, the `terms` on their names
+    the purge sends first; `exact`, the count it sends when a name is found
+    (`covering_queries`); `per_document`, the one it sent before, a clause per document."""
     assert settings.opensearch_url
     client = OpenSearch(settings.opensearch_url, timeout=900)
     victims = range(corpus.deleted - PURGE_DOCS, corpus.deleted)
     targets = [PurgeTarget(TENANT, SOURCE, f"g{d}.md", 2, ()) for d in victims]
-    queries = [target_query(t) for t in targets] if per_document else covering_queries(targets)
-    query = {"bool": {"should": queries, "minimum_should_match": 1}}
+    if form == "names":
+        query: dict[str, Any] = {"terms": {"doc_id": sorted(t.doc_id for t in targets)}}
+    else:
+        queries = (
+            [target_query(t) for t in targets]
+            if form == "per_document"
+            else covering_queries(targets)
+        )
+        query = {"bool": {"should": queries, "minimum_should_match": 1}}
     try:
         started = time.perf_counter()
         client.count(index=f"{settings.index_alias}-g*", body={"query": query})
@@ -213,15 +224,16 @@ async def measure(rt: Runtime, publisher: AsyncKafkaPublisher, corpus: Corpus) -
     figures["ingest"] = min([await ingest_seconds(rt, publisher, corpus) for _ in range(ROUNDS)])
     figures["server bulk"] = min([await server_bulk_seconds(settings) for _ in range(ROUNDS)])
     figures["purge"] = min([await purge_seconds(rt, publisher, corpus) for _ in range(ROUNDS)])
-    figures["server read-back"] = min(
-        [
-            await asyncio.to_thread(read_back_seconds, settings, corpus, per_document=False)
-            for _ in range(ROUNDS)
-        ]
-    )
+    for name, form in (("server name check", "names"), ("server read-back", "exact")):
+        figures[name] = min(
+            [
+                await asyncio.to_thread(read_back_seconds, settings, corpus, form=form)
+                for _ in range(ROUNDS)
+            ]
+        )
     # One round: at 200,000 documents this one takes over a minute.
     figures["server, clause per doc"] = await asyncio.to_thread(
-        read_back_seconds, settings, corpus, per_document=True
+        read_back_seconds, settings, corpus, form="per_document"
     )
     for name, json_lines in (("documents --json", True), ("documents (table)", False)):
         # The command's own start (interpreter, imports, connections), timed on a source

@@ -55,3 +55,26 @@ async def test_a_sweep_of_many_documents_takes_each_ones_versions_and_nothing_la
         assert await index.count_documents([later]) == [len(new.chunks)]
     finally:
         await index.close()
+
+
+async def test_the_read_back_counts_only_the_targets_source_when_names_are_shared(
+    settings: Settings,
+) -> None:
+    """The read-back first asks whether any document anywhere bears a target's name (one
+    `terms` lookup); a README.md of another source and tenant makes it ask exactly, and the
+    target's own count stays its own."""
+    assert settings.opensearch_url
+    await prepare(settings)
+    ours, theirs = manifest(unique("s"), unique("t")), manifest(unique("s"), unique("t"))
+    kept = version_plan(theirs, "README.md", 1, "# Readme\ntheir words\n")
+    index = OpenSearchIndex(settings.opensearch_url, settings.index_alias)
+    try:
+        assert (await index.project(list(kept.chunks))).taken == len(kept.chunks)
+        await index.refresh()
+        shared = PurgeTarget(ours.tenant, ours.source_id, "README.md", 1, ())
+        nowhere = PurgeTarget(ours.tenant, ours.source_id, unique("nowhere") + ".md", 1, ())
+        theirs_target = PurgeTarget(theirs.tenant, theirs.source_id, "README.md", 1, ())
+        assert await index.count_documents([shared, nowhere]) == [0, 0]
+        assert await index.count_documents([shared, theirs_target]) == [0, len(kept.chunks)]
+    finally:
+        await index.close()

@@ -158,6 +158,8 @@ class PurgeQueries(Connection):
         if refresh:
             await self.refresh()
         try:
+            if await self._none_named(targets):
+                return [0] * len(targets)
             total = await self._client.count(
                 index=self.pattern,
                 body={"query": _any_of(covering_queries(targets, current_only=current_only))},
@@ -174,3 +176,17 @@ class PurgeQueries(Connection):
             return [0] * len(targets)
         except Exception as exc:
             raise translate(exc, "read-back count") from exc
+
+    async def _none_named(self, targets: Sequence[PurgeTarget]) -> bool:
+        """Whether no generation holds a chunk of any document named like a target, in any
+        tenant or source: a superset of what the read-back counts, so none is none left.
+        One `terms` clause, which a server answers by looking up each name; the embedded
+        server evaluates every clause of a query over every document the clause matches,
+        so the read-back's tenant and source clauses alone cost it time proportional to
+        the corpus (200 documents read back among 200,000: 6 ms for this count, 375 ms
+        for the read-back; docs/benchmarks/growth.md)."""
+        names = sorted({t.doc_id for t in targets})
+        found = await self._client.count(
+            index=self.pattern, body={"query": {"terms": {"doc_id": names}}}
+        )
+        return int(found["count"]) == 0
