@@ -455,6 +455,38 @@ async def test_an_operator_deletion_is_published_by_the_command_itself(
     assert rows == [(p.settings.topics.deletions, True, 1)]
 
 
+async def test_pause_waits_for_a_process_that_takes_long_to_stop_its_lanes(
+    idle_pipeline: Pipeline,
+) -> None:
+    """A process stopping its lanes for six control polls still beats: `pause` returns
+    once it reports them paused, and names it (it was taken for gone, and the command
+    returned while the lanes still ran)."""
+    from govindex.control.offsets import pause_workers
+    from govindex.runtime.job_types import runner_id
+
+    class SlowToStop(Workers):
+        async def _stop_kind(self, kind: str) -> None:
+            await asyncio.sleep(3.0)  # the last batch of a busy lane, a broker slow to answer
+            await super()._stop_kind(kind)
+
+    p = idle_pipeline
+    fast = p.settings.model_copy(update={"control_poll_s": 0.5})
+    async with Runtime(fast, pool_size=4) as rt:
+        workers = SlowToStop(rt, run=("documents",))
+        await workers.start()
+        try:
+            started = time.monotonic()
+            named = await pause_workers(rt, "indexer", True, wait_s=60)
+            assert named == [runner_id()]
+            assert time.monotonic() - started >= 3.0
+            assert "indexer" in workers._paused and "indexer" not in workers._consumers
+            assert await pause_workers(rt, "indexer", False, wait_s=60) == [runner_id()]
+            assert workers._consumers.get("indexer")
+        finally:
+            await rt.controls.set_paused("indexer", False, "test")
+            await workers.stop()
+
+
 async def test_the_indexers_two_lanes_run_in_processes_of_their_own(
     idle_pipeline: Pipeline, tmp_path: Path
 ) -> None:
@@ -492,14 +524,10 @@ async def test_the_indexers_two_lanes_run_in_processes_of_their_own(
             assert "three.md" not in log.read_text()
 
             # One flag, both processes: each reports the indexer paused, then resumed.
-            await pause_workers(p.rt, "indexer", True, wait_s=60)
-
-            async def paused_runners() -> list[str]:
-                beats = await p.rt.controls.alive(within_s=10)
-                return [b.runner for b in beats if "indexer" in b.paused]
-
-            # (a process stopping its lanes beats again once they are stopped)
-            await until(paused_runners, lambda r: len(r) == 2, 60, "both processes paused")
+            named = await pause_workers(p.rt, "indexer", True, wait_s=60)
+            beats = await p.rt.controls.alive(within_s=10)
+            assert len(named) == 2  # a process still stopping its lanes is waited for
+            assert [b.runner for b in beats if "indexer" in b.paused] == named
             assert "indexer" not in documents._consumers
             assert "workers.paused" in log.read_text()
             await pause_workers(p.rt, "indexer", False, wait_s=60)

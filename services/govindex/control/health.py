@@ -2,8 +2,8 @@
 
     GET /metrics  the process's metrics (Prometheus text format)
     GET /livez    200 while the event loop answers and the workers' control loop goes round
-                  (it reads pause flags and writes the heartbeat every
-                  GOVINDEX_CONTROL_POLL_S); 503 when the loop has been stuck for
+                  (it reads pause flags every GOVINDEX_CONTROL_POLL_S; the heartbeat
+                  is a task of its own); 503 when the loop has been stuck for
                   `STUCK_ROUNDS` rounds: a restart helps
     GET /readyz   200 while the servers the process's workers need answer (PostgreSQL,
                   the broker, OpenSearch), else 503 naming each one down and why

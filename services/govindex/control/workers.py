@@ -142,6 +142,7 @@ class Workers:
             name="outbox-relay",
         )
         self._background.append(asyncio.create_task(self._obey(), name="worker-controls"))
+        self._background.append(asyncio.create_task(self._heartbeat(), name="worker-heartbeat"))
         if "cdc" in self.kinds:
             self._background.append(asyncio.create_task(self._watch_cdc(), name="cdc-rescan"))
         if "documents" in parts(self.run) and self.rt.embedders:
@@ -299,25 +300,45 @@ class Workers:
         return not self._stop.is_set()
 
     async def _obey(self) -> None:
-        """Follow `govindex worker pause|resume`, and say so in a heartbeat."""
-        runner = runner_id()
+        """Follow `govindex worker pause|resume`; the heartbeat says where this process
+        stands, and is written again as soon as it has changed."""
         while True:
             try:
                 wanted = await self.rt.controls.paused() & set(self.kinds)
+                changed = False
                 async with self._lock:
                     for kind in sorted(wanted - self._paused):
                         await self._stop_kind(kind)
                         self._paused.add(kind)
+                        changed = True
                         log.info("workers.paused", worker=kind)
                     for kind in sorted(self._paused - wanted):
                         await self._start_kind(kind)
                         self._paused.discard(kind)
+                        changed = True
                         log.info("workers.resumed", worker=kind)
-                await self._beat(runner)
-                self.beat_at = time.monotonic()
+                if changed:
+                    await self._beat(runner_id())
+                    self.beat_at = time.monotonic()
             except Exception as exc:  # Postgres away: keep running as we are, try again
                 log.warning("workers.control_failed", error=str(exc))
             self.round_at = time.monotonic()  # the loop goes round: the process is alive
+            if not await self._every(self.rt.settings.control_poll_s):
+                return
+
+    async def _heartbeat(self) -> None:
+        """Every control poll, the kinds this process runs and those it has paused, from
+        a task of its own: a process stopping or starting its lanes (a batch's time, or
+        longer) still beats, so `govindex worker pause` waits for it to report the new
+        state instead of taking it for gone. A process stuck there beats all the same;
+        `/livez` watches the control loop's rounds, not the heartbeat."""
+        runner = runner_id()
+        while True:
+            try:
+                await self._beat(runner)
+                self.beat_at = time.monotonic()
+            except Exception as exc:  # Postgres away: beat again next round
+                log.warning("workers.heartbeat_failed", error=str(exc))
             if not await self._every(self.rt.settings.control_poll_s):
                 return
 
