@@ -272,7 +272,9 @@ class Workers:
         return broker
 
     async def _beat(self, runner: str) -> None:
+        """Write the heartbeat; `beat_at` says when one was last written."""
         await self.rt.controls.beat(runner, self.kinds, sorted(self._paused), self._healing)
+        self.beat_at = time.monotonic()
 
     async def _rejoin(self, lost: list[str]) -> None:
         """The broker lost its log: consumers start again, reading the new log from its
@@ -319,7 +321,6 @@ class Workers:
                         log.info("workers.resumed", worker=kind)
                 if changed:
                     await self._beat(runner_id())
-                    self.beat_at = time.monotonic()
             except Exception as exc:  # Postgres away: keep running as we are, try again
                 log.warning("workers.control_failed", error=str(exc))
             self.round_at = time.monotonic()  # the loop goes round: the process is alive
@@ -336,7 +337,6 @@ class Workers:
         while True:
             try:
                 await self._beat(runner)
-                self.beat_at = time.monotonic()
             except Exception as exc:  # Postgres away: beat again next round
                 log.warning("workers.heartbeat_failed", error=str(exc))
             if not await self._every(self.rt.settings.control_poll_s):
