@@ -13,7 +13,7 @@ from typing import Any
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker, KafkaMessage
 
-from govindex.adapters.kafka_lanes import RewindOnce, delivery_of
+from govindex.adapters.kafka_lanes import StartInLog, delivery_of
 from govindex.adapters.kafka_security import PLAINTEXT, KafkaSecurity, faststream_options
 from govindex.core.envelope import Delivery
 
@@ -41,7 +41,9 @@ def subscribe(
     rewind: bool = False,
 ) -> None:
     """Register a subscriber that hands every record of `topic` to `on_delivery`;
-    `rewind`: its first partitions are read from their beginning (see `RewindOnce`)."""
+    `rewind`: each partition is read from its beginning the first time it is assigned
+    while the group settles; a committed offset past the log's end reads from the
+    beginning too (see `StartInLog`)."""
 
     async def on_record(body: Any, msg: KafkaMessage) -> None:
         record: Any = msg.raw_message  # aiokafka ConsumerRecord (one record, not a batch)
@@ -49,7 +51,7 @@ def subscribe(
 
     on_record.__name__ = f"on_{name}_record"
     subscribers: list[Any] = []  # the subscriber builds its consumer when the broker starts
-    listener = RewindOnce(lambda: subscribers[0].consumer) if rewind else None
+    listener = StartInLog(lambda: subscribers[0].consumer, rewind=rewind)
     subscriber = broker.subscriber(
         topic,
         group_id=group_id,

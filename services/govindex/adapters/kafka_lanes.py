@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -93,8 +94,9 @@ class PartitionLanes:
         rewind: bool = False,
         security: KafkaSecurity = PLAINTEXT,
     ) -> None:
-        """`rewind`: read the first partitions assigned from their beginning, whatever the
-        group committed (after the broker lost its log: see `RewindOnce`)."""
+        """`rewind`: read each partition from its beginning the first time it is assigned
+        while the group settles, whatever the group committed (after the broker lost its
+        log: see `StartInLog`)."""
         self._topic = topic
         self._group = group_id
         self._on_batch = on_batch
@@ -119,8 +121,8 @@ class PartitionLanes:
         return sorted(tp.partition for tp in self._lanes)
 
     async def start(self) -> None:
-        rewind = RewindOnce(lambda: self._consumer) if self._rewind else None
-        self._consumer.subscribe([self._topic], listener=_Listener(self, rewind))
+        start = StartInLog(lambda: self._consumer, rewind=self._rewind)
+        self._consumer.subscribe([self._topic], listener=_Listener(self, start))
         try:
             await self._consumer.start()
         except KafkaError as exc:
@@ -328,42 +330,85 @@ class PartitionLanes:
             )
 
 
-class RewindOnce(ConsumerRebalanceListener):  # type: ignore[misc]
-    """Seeks the partitions of a consumer's first assignment to their beginning.
+REWIND_WINDOW_S = 120.0  # after a loss: time for the lost group's members to be gone
 
-    After a broker lost its log, the group's committed offsets are worthless: consumers of
-    the lost log may even have committed their old positions into the new one, far past its
-    end, and a consumer starting there would skip every record before them. A consumer
-    started after the loss reads the new log from its start instead (re-reads are no-ops:
-    the order guard). Later assignments use the commits, as always.
+
+class StartInLog(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Where a consumer starts reading each partition it is assigned, once the broker may
+    have lost its log.
+
+    After a loss the group's committed offsets are worthless: members of the lost group
+    may even commit their old positions into the new log before they stop. Two guards:
+    - `rewind` (a consumer started after the loss): each partition is read from its
+      beginning the first time this consumer is assigned it within `window_s` of its
+      start. The group settles in that time: a member of the lost group that has not left
+      yet holds some partitions at first, and when it goes the partitions it held (with the
+      positions it committed) come to this consumer. Re-reads are no-ops (the order guard);
+      later assignments use the commits, as always.
+    - always: a partition whose committed offset is past the log's end starts from the
+      beginning, as Kafka's `auto_offset_reset="earliest"` would on an out-of-range fetch.
+      A broker that does not answer such a fetch out of range (Tansu, the embedded broker,
+      returns no records) would otherwise hold the consumer there, skipping every record
+      until the new log grows past the old position.
     """
 
-    def __init__(self, consumer: Callable[[], Any]) -> None:
+    def __init__(
+        self,
+        consumer: Callable[[], Any],
+        *,
+        rewind: bool = False,
+        window_s: float = REWIND_WINDOW_S,
+    ) -> None:
         self._consumer = consumer  # the consumer is built after its listener
-        self._done = False
+        self._until = time.monotonic() + window_s if rewind else 0.0
+        self._rewound: set[TopicPartition] = set()
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         return None
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        if self._done or not assigned:
+        if not assigned:
             return
-        self._done = True
-        await self._consumer().seek_to_beginning(*assigned)
-        log.warning("lanes.rewound", partitions=sorted(tp.partition for tp in assigned))
+        consumer = self._consumer()
+        rewind: set[TopicPartition] = set()
+        if time.monotonic() < self._until:
+            rewind = assigned - self._rewound
+            self._rewound |= rewind
+        try:
+            past = await _past_the_end(consumer, sorted(assigned - rewind))
+        except KafkaError as exc:  # the broker is away: the fetch positions stand
+            log.warning("lanes.position_unchecked", error=str(exc))
+            past = []
+        if past:
+            log.warning("lanes.past_log_end", partitions=[tp.partition for tp in past])
+        if rewind or past:
+            await consumer.seek_to_beginning(*rewind, *past)
+        if rewind:
+            log.warning("lanes.rewound", partitions=sorted(tp.partition for tp in rewind))
+
+
+async def _past_the_end(consumer: Any, partitions: list[TopicPartition]) -> list[TopicPartition]:
+    """The partitions whose committed offset is beyond the log's end offset."""
+    if not partitions:
+        return []
+    committed = {tp: await consumer.committed(tp) for tp in partitions}
+    held = [tp for tp in partitions if committed[tp] is not None]
+    if not held:
+        return []
+    ends = await consumer.end_offsets(held)
+    return [tp for tp in held if committed[tp] > ends[tp]]
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, lanes: PartitionLanes, rewind: RewindOnce | None) -> None:
+    def __init__(self, lanes: PartitionLanes, start: StartInLog) -> None:
         self._lanes = lanes
-        self._rewind = rewind
+        self._start = start
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         await self._lanes._drain(list(revoked))
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        if self._rewind is not None:
-            await self._rewind.on_partitions_assigned(assigned)
+        await self._start.on_partitions_assigned(assigned)
         for tp in sorted(assigned):
             self._lanes._open(tp)
 
