@@ -10,7 +10,7 @@ OpenSearch from what Postgres now holds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import replace
 
 import structlog
@@ -88,11 +88,15 @@ async def _apply(
         fresh = await tx.claim_all(CONSUMER, [e.envelope.id for e in events])
         claimed = first_claims(by_round, fresh)
         states = await tx.lock_all([e.key for e in by_round[0]])  # every document, once
+        # Documents the index has never held and the batch changes once: no statement but
+        # their own insert touches their chunks, so the rows written are the rows stored.
+        firsts = {e.key for e in by_round[0]} - states.keys()
+        firsts -= {e.key for batch in by_round[1:] for e in batch}
         for round_, batch in enumerate(by_round):
             if round_:
                 states = await tx.states([e.key for e in batch])
             steps = plan_round(batch, claimed, states)
-            reshaped += await _execute(tx, steps, announcer, results, messages)
+            reshaped += await _execute(tx, steps, announcer, results, messages, firsts)
         await tx.enqueue(messages)
         if reshaped:  # before the commit: once it is seen, it is done
             await _evict_answers(cache, reshaped)
@@ -105,9 +109,11 @@ async def _execute(
     announcer: Announcer,
     results: dict[int, ApplyResult],
     messages: list[OutboxMessage],
+    firsts: Set[DocumentKey] = frozenset(),
 ) -> list[str]:
     """One round's steps, in delivery order (new versions set-based, after the others);
-    fills `results` and `messages`, returns the keys of documents whose cached answers go."""
+    fills `results` and `messages`, returns the keys of documents whose cached answers go.
+    The results of `firsts`' inserts carry the chunks written (see `ApplyResult`)."""
     applied: list[tuple[ApplyChange, ApplyResult]] = []
     inserts: list[ApplyChange] = []
     for step in steps:
@@ -123,7 +129,9 @@ async def _execute(
             applied.append((step, restamped))
     written = await tx.insert_versions([change.plan for change in inserts])
     for change, inserted in zip(inserts, written, strict=True):
-        applied.append((change, replace(inserted, revoked=change.lost_principals)))
+        alone = change.event.key in firsts
+        rows = tuple(change.plan.chunks) if alone else None
+        applied.append((change, replace(inserted, revoked=change.lost_principals, written=rows)))
     await tx.mark_active_all([(change.plan, result.version_id) for change, result in applied])
     reshaped: list[str] = []
     for change, result in applied:
@@ -176,7 +184,9 @@ async def project(
     index: SearchIndex,
     generations: GenerationRegistry | None,
 ) -> None:
-    """One bulk for the batch, built from Postgres after the commit.
+    """One bulk for the batch, built from Postgres after the commit (a document's first
+    version, alone in its batch, from the rows its transaction wrote: nothing else in the
+    transaction changed them, so they are what Postgres holds).
 
     Every event that was not stale is projected (a duplicate too: its first delivery may
     have died between the sinks). 429 and 5xx are retried with backoff, and every retry
@@ -185,15 +195,26 @@ async def project(
     `results`).
     """
     changes: dict[tuple[DocumentKey, int], int] = {}
+    known: dict[tuple[DocumentKey, int], tuple[Chunk, ...]] = {}
     for event in events:
         result = results[event.position]
         if isinstance(result, ApplyResult) and result.outcome != "stale":
-            changes.setdefault((event.key, event.payload.sequence), event.position)
+            change = (event.key, event.payload.sequence)
+            changes.setdefault(change, event.position)
+            if result.written is not None:
+                known.setdefault(change, result.written)
     if not changes:
         return
+    attempts = 0
 
     async def bulk() -> BulkResult:
-        chunks = await store.chunks_changed_by_many(list(changes))
+        nonlocal attempts
+        attempts += 1
+        # The first attempt takes the rows the transaction wrote as they are (it knows
+        # them); a retry reads everything back.
+        kept = known if attempts == 1 else {}
+        chunks = [c for rows in kept.values() for c in rows]
+        chunks += await store.chunks_changed_by_many([c for c in changes if c not in kept])
         # Read after the commit, on every attempt: a rebuild registers its generation
         # before it copies, so a change it does not copy is written to it here.
         building = await generations.building() if generations else []

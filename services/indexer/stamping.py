@@ -6,7 +6,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import lru_cache
 from itertools import cycle
 from operator import getitem
@@ -230,6 +230,10 @@ def _shingle_hashes(text: str) -> list[bytes]:
     return [blake(s, digest_size=8).digest() for s in shingles]
 
 
+def _utc(when: datetime | None) -> datetime | None:
+    return None if when is None else when.astimezone(UTC)
+
+
 def chunk_id(
     doc_key: str,
     version_sequence: int,
@@ -299,6 +303,10 @@ def stamp_chunks(ctx: StampContext, drafts: Sequence[ChunkDraft]) -> list[Chunk]
         ctx.manifest, event.doc_id, ctx.evidence, (draft.kind for draft in drafts)
     )
     timeline = NO_TIMELINE if ctx.frontmatter is None else resolve_timeline(ctx.frontmatter, drafts)
+    # In UTC, as Postgres gives them back: the projection may send a first version's
+    # chunks as stamped, and they must read as the stored rows do.
+    valid_from, valid_to = _utc(ctx.valid_from), _utc(ctx.valid_to)
+    recorded_at, observed_at = ctx.recorded_at.astimezone(UTC), event.observed_at.astimezone(UTC)
     chunks: list[Chunk] = []
     for i, draft in enumerate(drafts):
         if draft.anchor:
@@ -318,13 +326,13 @@ def stamp_chunks(ctx: StampContext, drafts: Sequence[ChunkDraft]) -> list[Chunk]
                 version_sequence=created,
                 content_hash=hashes[i],
                 text=draft.text,
-                valid_from=ctx.valid_from,
-                valid_to=ctx.valid_to,
-                event_time=timeline.event_time(draft.ordinal, ctx.event_time),
-                recorded_at=ctx.recorded_at,
+                valid_from=valid_from,
+                valid_to=valid_to,
+                event_time=_utc(timeline.event_time(draft.ordinal, ctx.event_time)),
+                recorded_at=recorded_at,
                 superseded_at=None,
-                observed_at=event.observed_at,
-                indexed_at=ctx.recorded_at,
+                observed_at=observed_at,
+                indexed_at=recorded_at,
                 acl=ctx.access.acl,
                 required_scopes=ctx.access.required_scopes,
                 allowed_purposes=ctx.access.allowed_purposes,

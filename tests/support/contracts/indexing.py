@@ -128,6 +128,25 @@ class ChunkStoreContract:
         ids = [c.chunk_id for c in written]
         assert await store.chunks_present([*ids, "no-such-chunk"]) == set(ids)
 
+    async def test_a_first_version_reads_back_exactly_as_it_was_written(
+        self, store: ChunkStore, source: SourceManifest
+    ) -> None:
+        """The projection sends a document's first version from the rows it wrote, not
+        read back (`ApplyResult.written`): every field of every chunk, serialized, must be
+        what Postgres then holds, times given in another offset included."""
+        text = (
+            "---\nvalid_from: 2026-03-01T09:30:00.123456+02:00\n"
+            "event_time: 2026-02-27T23:15:00-05:00\n---\n" + TEXT
+        )
+        plan = version_plan(source, "exact.md", 1, text)
+        async with store.transaction() as tx:
+            (result,) = await tx.insert_versions([plan])
+            await tx.mark_active_all([(plan, result.version_id)])
+        read = {c.chunk_id: c for c in await store.chunks_changed_by_many([(plan.key, 1)])}
+        assert len(read) == len(plan.chunks) > 1
+        for chunk in plan.chunks:
+            assert read[chunk.chunk_id].model_dump(mode="json") == chunk.model_dump(mode="json")
+
     async def test_chunk_arrays_are_read_back_as_written_whatever_they_hold(
         self, store: ChunkStore, source: SourceManifest
     ) -> None:

@@ -148,10 +148,15 @@ class TombstonePlan(_AboutOneDocument):
 
 @dataclass(frozen=True)
 class ApplyResult:
+    """`written`: the chunk rows the change wrote, as stored, when no other statement of
+    the transaction changed them (a document's first version, alone in its batch); the
+    projection then need not read them back. None: read them back."""
+
     outcome: Outcome
     version_id: str | None = None
     chunk_count: int = 0
     revoked: tuple[str, ...] = ()
+    written: tuple[Chunk, ...] | None = None
 
 
 @dataclass(frozen=True)
