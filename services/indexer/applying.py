@@ -205,14 +205,12 @@ async def project(
                 known.setdefault(change, result.written)
     if not changes:
         return
-    attempts = 0
 
     async def bulk() -> BulkResult:
-        nonlocal attempts
-        attempts += 1
         # The first attempt takes the rows the transaction wrote as they are (it knows
         # them); a retry reads everything back.
-        kept = known if attempts == 1 else {}
+        kept = dict(known)
+        known.clear()
         chunks = [c for rows in kept.values() for c in rows]
         chunks += await store.chunks_changed_by_many([c for c in changes if c not in kept])
         # Read after the commit, on every attempt: a rebuild registers its generation

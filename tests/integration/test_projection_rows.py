@@ -10,14 +10,15 @@ from typing import Any
 
 import pytest
 
+from govindex.control.bootstrap import prepare
 from govindex.core.envelope import Envelope
 from govindex.core.events import DOCUMENT_UPDATED
 from govindex.core.ports import ApplyResult
-from govindex.core.records import Chunk
-from govindex.core.settings import Topics
+from govindex.core.records import Chunk, SourceManifest
+from govindex.core.settings import Settings, Topics
 from govindex.runtime.composition import Runtime
 from indexer.announcing import Announcer
-from indexer.applying import apply_batch
+from indexer.applying import apply_batch, project
 from indexer.planning import PlannedEvent, plan_change
 from tests.support.builders import OTHER, TEXT, change_payload, manifest, unique
 
@@ -30,6 +31,20 @@ def _rows(chunks: Any) -> list[dict[str, Any]]:
     return sorted((c.model_dump(mode="json") for c in chunks), key=lambda c: c["chunk_id"])
 
 
+def _event(
+    source: SourceManifest,
+    position: int,
+    doc_id: str,
+    sequence: int,
+    text: str,
+    generation: int = 1,
+) -> PlannedEvent:
+    payload = change_payload(source.tenant, source.source_id, doc_id, sequence, text)
+    now = datetime.now(UTC)
+    envelope = Envelope(unique("event"), DOCUMENT_UPDATED, "test", None, now, {}, {})
+    return plan_change(position, envelope, payload, text, source, generation=generation, now=now)
+
+
 async def test_only_a_first_version_alone_in_its_batch_skips_the_read_back(
     runtime: Runtime,
 ) -> None:
@@ -37,10 +52,7 @@ async def test_only_a_first_version_alone_in_its_batch_skips_the_read_back(
     source = manifest(unique("s"), unique("t"))
 
     def event(position: int, doc_id: str, sequence: int, text: str) -> PlannedEvent:
-        payload = change_payload(source.tenant, source.source_id, doc_id, sequence, text)
-        now = datetime.now(UTC)
-        envelope = Envelope(unique("event"), DOCUMENT_UPDATED, "test", None, now, {}, {})
-        return plan_change(position, envelope, payload, text, source, generation=1, now=now)
+        return _event(source, position, doc_id, sequence, text)
 
     await apply_batch([event(0, "held.md", 1, TEXT)], store=store, announcer=ANNOUNCER, cache=None)
     batch = [
@@ -59,3 +71,38 @@ async def test_only_a_first_version_alone_in_its_batch_skips_the_read_back(
     assert first is not None and len(first) > 1
     read: list[Chunk] = await store.chunks_changed_by_many([(batch[0].key, 1)])
     assert _rows(read) == _rows(first)
+
+
+async def test_a_first_version_purged_before_its_bulk_leaves_the_index_again(
+    settings: Settings, runtime: Runtime
+) -> None:
+    """The bulk sends the rows the transaction wrote; a purge that deleted them after the
+    commit and before the bulk must still win: the chunks Postgres no longer holds leave
+    the index again at once (tombstones win), while the batch's other document stays."""
+    generation = await prepare(settings)
+    source = manifest(unique("s"), unique("t"))
+    batch = [
+        _event(source, 0, "kept.md", 1, TEXT, generation),
+        _event(source, 1, "purged.md", 1, TEXT, generation),
+    ]
+    applied = await apply_batch(batch, store=runtime.chunks, announcer=ANNOUNCER, cache=None)
+    assert all(isinstance(r, ApplyResult) and r.written for r in applied.values())
+    async with runtime.pool.connection() as conn:  # what the purge's Postgres sink does
+        await conn.execute(
+            "DELETE FROM chunks WHERE tenant_id = %s AND source_id = %s AND doc_id = %s",
+            (source.tenant, source.source_id, "purged.md"),
+        )
+    await project(
+        batch,
+        [applied[0], applied[1]],
+        store=runtime.chunks,
+        index=runtime.index,
+        generations=runtime.generations,
+    )
+    await runtime.index.refresh()
+    response = await runtime.index._client.search(  # the adapter's client: read-back only
+        index=runtime.index.alias,
+        body={"size": 100, "query": {"term": {"tenant_id": source.tenant}}},
+    )
+    held = {hit["_source"]["doc_id"] for hit in response["hits"]["hits"]}
+    assert held == {"kept.md"}
