@@ -4,7 +4,8 @@ A worker process checks every `heal_every_s` what a restarted server may have lo
 - the broker: a topic missing, short of partitions, or under a new topic id (it lost its
   log and a client re-created it) is repaired; the process's consumers then start again
   (their groups and positions went with the log) and every pending event is published
-  again at once instead of after its backoff, so nothing waits for the next start;
+  again at once instead of after its backoff, so nothing waits for the next start; if
+  they could not start again (the broker flapping), the next check tries again;
 - the OpenSearch-compatible server: with no alias while Postgres records a live
   generation, the template, the generation's index and the alias are recreated and a
   `reindex --verify --execute` job (visible in `govindex jobs`) copies Postgres's chunks
@@ -28,20 +29,38 @@ log = structlog.get_logger(__name__)
 
 
 class TopicHealer:
-    """Remembers the topics' ids between checks, to see a broker that lost its log."""
+    """Remembers the topics' ids between checks, to see a broker that lost its log, and
+    the losses whose consumers have not yet started again."""
 
     def __init__(self, bootstrap: str, security: KafkaSecurity = PLAINTEXT) -> None:
         self._keeper = TopicKeeper(bootstrap, security)
         self._ids: dict[str, str | None] = {}
+        self._unsettled: set[str] = set()
 
-    async def check(self, wanted: Mapping[str, int]) -> list[str]:
-        """Repair what the broker lost; return the topics it had lost (none: all well)."""
+    async def check(
+        self,
+        wanted: Mapping[str, int],
+        on_lost: Callable[[list[str]], Awaitable[None]],
+    ) -> list[str]:
+        """Repair what the broker lost and call `on_lost` with the topics it had lost;
+        return them (none: all well). A loss whose `on_lost` raised is not forgotten: the
+        next check calls it again with the same topics, though the topics look whole by
+        then (a consumer that could not start again would otherwise never run)."""
         states = await asyncio.to_thread(self._keeper.states, wanted)
-        lost = [name for name, state in states.items() if self._lost(name, state, wanted)]
+        lost = [
+            name
+            for name, state in states.items()
+            if name in self._unsettled or self._lost(name, state, wanted)
+        ]
         if lost:
             await asyncio.to_thread(self._keeper.repair, wanted, states)
             states = await asyncio.to_thread(self._keeper.states, wanted)
         self._ids.update({name: state.topic_id for name, state in states.items()})
+        if lost:
+            self._unsettled.update(lost)
+            log.warning("kafka.topics_restored", topics=lost)
+            await on_lost(lost)
+            self._unsettled.difference_update(lost)
         return lost
 
     def _lost(self, name: str, state: TopicState, wanted: Mapping[str, int]) -> bool:
@@ -104,10 +123,7 @@ async def heal_forever(
     try:
         while await stopped(every_s):
             try:
-                lost = await topics.check(await wanted_topics(rt))
-                if lost:
-                    log.warning("kafka.topics_restored", topics=lost)
-                    await on_topics_lost(lost)
+                await topics.check(await wanted_topics(rt), on_topics_lost)
             except Exception as exc:  # the broker or Postgres is away: next round
                 log.info("heal.topics_unchecked", error=str(exc))
             try:

@@ -240,11 +240,14 @@ class Workers:
         """Stop one kind's consumers: batches still failing give up (uncommitted, so they
         are redelivered), in-flight batches finish and commit, the groups are left."""
         self._halts.get(kind, asyncio.Event()).set()
-        for consumer in self._consumers.pop(kind, []):
+
+        async def stop(consumer: Consumer) -> None:
             try:  # every one is stopped, whatever another's stop raised
                 await consumer.stop()
             except Exception as exc:
                 log.warning("workers.consumer_stop_failed", kind=kind, error=repr(exc))
+
+        await asyncio.gather(*map(stop, self._consumers.pop(kind, [])))
 
     def _broker(
         self, sub: Subscription, publisher: EventPublisher, *, rewind: bool = False
@@ -279,21 +282,43 @@ class Workers:
     async def _rejoin(self, lost: list[str]) -> None:
         """The broker lost its log: consumers start again, reading the new log from its
         beginning (the groups' commits are worthless now), and every pending event is
-        published again at once, not after its backoff."""
+        published again at once, not after its backoff.
+
+        Every kind stops at once, then every kind starts at once: each new consumer's
+        join waits on the broker's rebalance (seconds to tens of seconds), and the
+        republished events feed the new log only once every kind has started. A kind that
+        does not start raises, and the healer calls this again at its next check."""
         self._healing = f"rejoining the broker, which lost {len(lost)} topics"
         with contextlib.suppress(Exception):  # status says so while it lasts
             await self._beat(runner_id())
+        started = time.monotonic()
         try:
             async with self._lock:
-                for kind in [k for k in self.kinds if k in self._consumers]:
-                    await self._stop_kind(kind)
-                    await self._start_kind(kind, rewind=True)
+                kinds = [k for k in self.kinds if k not in self._paused]
+                await asyncio.gather(*(self._stop_kind(kind) for kind in kinds))
+                stopped = time.monotonic()
+                starts = await asyncio.gather(
+                    *(self._start_kind(kind, rewind=True) for kind in kinds),
+                    return_exceptions=True,  # every start ends before the lock is let go
+                )
+                failed = [(k, o) for k, o in zip(kinds, starts, strict=True) if o is not None]
+                for kind, error in failed:
+                    log.warning("workers.rejoin_failed", kind=kind, error=repr(error))
+                if failed:
+                    raise failed[0][1]
             count = await self.rt.outbox.republish(None)
         finally:
             self._healing = None
         with contextlib.suppress(Exception):
             await self._beat(runner_id())
-        log.warning("workers.rejoined", topics=lost, republished=count)
+        log.warning(
+            "workers.rejoined",
+            topics=lost,
+            kinds=kinds,
+            republished=count,
+            stop_s=round(stopped - started, 2),
+            seconds=round(time.monotonic() - started, 2),
+        )
 
     async def _every(self, seconds: float) -> bool:
         """Sleep `seconds`; False once the workers are stopping."""
