@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -66,3 +66,25 @@ TestPostgresDeliveries = bound(DeliveriesContract, "deliveries", lambda rt, _: r
 TestRedisTaggedCache = bound(TaggedCacheContract, "cache", _cache)
 TestAsyncKafkaPublisher = bound(EventPublisherContract, "publishing", _publishing)
 TestOpenSearchIndex = bound(SearchIndexContract, "index", _index)
+
+
+@pytest.fixture
+async def elsewhere(settings: Settings) -> AsyncIterator[Runtime]:
+    """A Runtime whose sessions keep another time than the server's own (UTC): a managed
+    server may be set to any TimeZone."""
+    dsn = settings.pg_dsn or ""
+    dsn += ("&" if "?" in dsn else "?") + "options=-c%20TimeZone%3DAsia%2FKolkata"
+    async with Runtime(settings.model_copy(update={"pg_dsn": dsn}), pool_size=2) as rt:
+        async with rt.pool.connection() as conn:
+            cur = await conn.execute("SHOW TimeZone")
+            assert await cur.fetchone() == ("Asia/Kolkata",), "the session keeps its own time"
+        yield rt
+
+
+class TestPostgresChunkStoreInAnotherTimeZone(ChunkStoreContract):
+    """The chunk store's contract from sessions in +05:30: times read back in UTC, as the
+    indexer stamps them (a first version is sent to OpenSearch as written)."""
+
+    @pytest.fixture(name="store")
+    def adapter(self, elsewhere: Runtime) -> Any:
+        return elsewhere.chunks

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 
 import psycopg
 import structlog
-from psycopg import sql
+from psycopg import AsyncConnection, sql
+from psycopg.abc import AdaptContext, Buffer
+from psycopg.adapt import Loader
+from psycopg.postgres import types as builtin_types
+from psycopg.pq import Format
 from psycopg_pool import AsyncConnectionPool
 
 from govindex.core.errors import GovindexError, TransientError
@@ -84,8 +89,40 @@ async def migrate(dsn: str) -> list[str]:
 
 
 def open_pool(dsn: str, *, min_size: int = 1, max_size: int = 8) -> AsyncConnectionPool:
-    """A pool that is not yet open; callers `await pool.open()` in their start-up."""
-    return AsyncConnectionPool(dsn, min_size=min_size, max_size=max_size, open=False)
+    """A pool that is not yet open; callers `await pool.open()` in their start-up. Its
+    connections read every `timestamptz` in UTC (`utc_times`)."""
+    return AsyncConnectionPool(
+        dsn, min_size=min_size, max_size=max_size, open=False, configure=utc_times
+    )
+
+
+_TIMESTAMPTZ = builtin_types["timestamptz"].oid
+
+
+class _UtcTimestamptz(Loader):
+    """The server's own `timestamptz` loader (psycopg's, in C), its datetime then given
+    in UTC: whatever the session's TimeZone, a time read back is the one the indexer
+    stamped (in UTC) and sent to OpenSearch as it was written."""
+
+    def __init__(self, oid: int, context: AdaptContext | None = None) -> None:
+        super().__init__(oid, context)
+        loader = psycopg.adapters.get_loader(_TIMESTAMPTZ, self.format)
+        assert loader is not None, "psycopg loads timestamptz"
+        self._load = loader(oid, context).load
+
+    def load(self, data: Buffer) -> datetime:
+        value: datetime = self._load(data)
+        return value.astimezone(UTC)
+
+
+class _UtcTimestamptzBinary(_UtcTimestamptz):
+    format = Format.BINARY
+
+
+async def utc_times(conn: AsyncConnection[Any]) -> None:
+    """Teach `conn` to read `timestamptz` in UTC, in both formats (no round trip)."""
+    conn.adapters.register_loader(_TIMESTAMPTZ, _UtcTimestamptz)
+    conn.adapters.register_loader(_TIMESTAMPTZ, _UtcTimestamptzBinary)
 
 
 def _connect_when_up(dsn: str, timeout: float) -> psycopg.Connection[Any]:
