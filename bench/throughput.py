@@ -17,9 +17,10 @@ Not a test: `make bench-throughput`. BENCH_DOCS overrides the corpus size (defau
 `--sink standin` (or BENCH_SINK=standin) points the indexer processes at a loopback
 stand-in (`bench/standin_sink.py`, a process of its own) that answers every request at
 once and keeps nothing: the indexer's bulks cost nothing, so what is timed is its own
-ceiling (parse, chunk, stamp, the Postgres apply, Kafka); one more run there leaves the
-dense channel out (GOVINDEX_EMBEDDER=none: no model, no HNSW inserts). `--sink both` runs
-the real server first, then the stand-in, and prints the two side by side. Default: `real`.
+ceiling (parse, chunk, stamp, the Postgres apply, Kafka); two more runs there (one and
+two processes) leave the dense channel out (GOVINDEX_EMBEDDER=none: no model, no HNSW
+inserts). `--sink both` runs the real server first, then the stand-in, and prints the
+two side by side. Default: `real`.
 
 Each indexer run has a database of its own, and prints its worker CPU and PostgreSQL's
 CPU a chunk: on a small machine the two share the cores, and PostgreSQL's share is mostly
@@ -454,8 +455,10 @@ async def standin_runs(
     pg_pid: int,
 ) -> Ceiling:
     """The same indexer runs with every bulk answered at once by the stand-in; then one
-    process once more without the dense channel, which takes the model and PostgreSQL's
-    HNSW inserts out and leaves the rest of the indexer's ceiling."""
+    and two processes once more without the dense channel, which takes the model and
+    PostgreSQL's HNSW inserts out and leaves the rest of the indexer's ceiling (with them,
+    PostgreSQL's CPU alone can fill the machine's cores, and a second process has none
+    left to use)."""
     total = sum(len(d) for d in per_doc)
     small = sum(len(d) for d in per_doc[:SMALL])
     one = await indexer_run(base, root, "sone", texts[:SMALL], small, 1, 1, sink, pg_pid=pg_pid)
@@ -469,12 +472,17 @@ async def standin_runs(
         base, root, "sflat", texts, total, 500, 1, sink, pg_pid=pg_pid, dense=False
     )
     line("stand-in, 1 process, no dense", total, flat)
+    flat2 = await indexer_run(
+        base, root, "sflat2", texts, total, 500, 2, sink, pg_pid=pg_pid, dense=False
+    )
+    line("stand-in, 2 processes, no dense", total, flat2)
     print(
         f"targets: stand-in chunks/s, 1 process = {total / b1.seconds:.0f} "
         f"(>= {3 * STANDIN_BEFORE}, 3 x {STANDIN_BEFORE}); "
         f"two processes / one = {b1.seconds / b2.seconds:.2f} (>= 1.7); worker CPU per chunk "
         f"= {1000 * b1.busy_cpu / total:.3f} ms (<= {CPU_TARGET_MS}); without the dense "
-        f"channel {total / flat.seconds:.0f} chunks/s, {1000 * flat.busy_cpu / total:.3f} ms"
+        f"channel {total / flat.seconds:.0f} chunks/s, {1000 * flat.busy_cpu / total:.3f} ms, "
+        f"two processes / one {flat.seconds / flat2.seconds:.2f}"
     )
     return Ceiling("standin", len(texts), total, rate_one, b1, b2)
 
