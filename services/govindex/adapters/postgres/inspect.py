@@ -6,6 +6,7 @@ from typing import Any
 
 import psycopg
 
+from govindex.adapters.postgres.pool import read_in_utc
 from govindex.adapters.postgres.tx import PostgresAdapter
 from govindex.core.jobs import SELF_HEAL
 
@@ -16,6 +17,7 @@ def postgres_summary(dsn: str) -> dict[str, Any]:
     Raises psycopg.Error when the server cannot be reached; the caller reports it as down.
     """
     with psycopg.connect(dsn, connect_timeout=3) as conn:
+        read_in_utc(conn)  # the times it shows, as every other read gives them
         version = conn.execute("SHOW server_version").fetchone()
         pending = conn.execute(
             "SELECT tenant_id, source_id, doc_id, sequence, deletion_mode, recorded_at, "

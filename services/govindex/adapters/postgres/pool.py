@@ -119,10 +119,15 @@ class _UtcTimestamptzBinary(_UtcTimestamptz):
     format = Format.BINARY
 
 
-async def utc_times(conn: AsyncConnection[Any]) -> None:
+def read_in_utc(conn: psycopg.Connection[Any] | AsyncConnection[Any]) -> None:
     """Teach `conn` to read `timestamptz` in UTC, in both formats (no round trip)."""
     conn.adapters.register_loader(_TIMESTAMPTZ, _UtcTimestamptz)
     conn.adapters.register_loader(_TIMESTAMPTZ, _UtcTimestamptzBinary)
+
+
+async def utc_times(conn: AsyncConnection[Any]) -> None:
+    """The pool's `configure`: `read_in_utc` on each new connection."""
+    read_in_utc(conn)
 
 
 def _connect_when_up(dsn: str, timeout: float) -> psycopg.Connection[Any]:
