@@ -28,6 +28,7 @@ TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"
 _propagator = TraceContextTextMapPropagator()
 _tracer = trace.get_tracer("govindex")
+_NO_SDK = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)  # what the API installs
 
 
 def context_of(extensions: Mapping[str, Any]) -> otel_context.Context:
@@ -54,13 +55,22 @@ def trace_extensions(
     """The trace attributes an event carries: a child of `cause` (the attributes of the
     event that caused it), else of the current span, else a new trace."""
     parent = context_of(cause) if cause is not None else otel_context.get_current()
-    with _tracer.start_as_current_span(name, context=parent, kind=SpanKind.PRODUCER) as span:
-        if span.get_span_context().is_valid:
-            return _inject(None)
+    if _recording():
+        with _tracer.start_as_current_span(name, context=parent, kind=SpanKind.PRODUCER) as s:
+            if s.get_span_context().is_valid:
+                return _inject(None)
     if trace.get_current_span(parent).get_span_context().is_valid:
         return _inject(parent)  # a parent to carry on, but no SDK to make a child
     # Nothing to join and nothing recording: a new trace, so the change is still one trace.
     return {TRACEPARENT: f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"}
+
+
+def _recording() -> bool:
+    """Whether an SDK is installed. Without one a span is the parent's context again (a
+    non-recording span carries its parent's ids), so the parent is injected as it is: the
+    same attributes, without opening and closing a span for every event emitted (4 of the
+    10 µs an event's trace attributes took)."""
+    return not isinstance(trace.get_tracer_provider(), _NO_SDK)
 
 
 @contextmanager
