@@ -10,6 +10,7 @@ from psycopg import AsyncConnection, sql
 from psycopg.rows import kwargs_row
 from psycopg_pool import AsyncConnectionPool
 
+from govindex.adapters.postgres.arrays import text_array
 from govindex.adapters.postgres.tx import connection
 from govindex.core.records import Chunk
 
@@ -59,16 +60,9 @@ def _copy_row(chunk: Chunk) -> list[Any]:
 
 @lru_cache(maxsize=4096)
 def _array_text(values: tuple[str, ...]) -> str:
-    """`values` as a Postgres array literal with every element quoted (valid input for
-    any text, the word NULL and the empty string included); COPY then escapes it as any
-    text field, and the server parses it as the column's array."""
-    return "{" + ",".join(map(_quoted, values)) + "}"
-
-
-def _quoted(value: str) -> str:
-    """An array element in double quotes, each backslash and double quote escaped with a
-    backslash."""
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """`values` as a Postgres array literal; COPY then escapes it as any text field, and
+    the server parses it as the column's array."""
+    return text_array(values)
 
 
 async def select_chunks(

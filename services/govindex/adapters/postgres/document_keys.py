@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import LiteralString
 
+from govindex.adapters.postgres.arrays import text_array
 from govindex.core.ports import DocumentKey
 
 DOC_WHERE: LiteralString = "WHERE tenant_id = %s AND source_id = %s AND doc_id = %s"
@@ -16,12 +17,13 @@ def key_params(key: DocumentKey) -> tuple[str, str, str]:
     return (key.tenant_id, key.source_id, key.doc_id)
 
 
-def key_columns(keys: Sequence[DocumentKey]) -> tuple[list[str], list[str], list[str]]:
-    """Three arrays, for `unnest(%s::text[], %s::text[], %s::text[])`."""
+def key_columns(keys: Sequence[DocumentKey]) -> tuple[str, str, str]:
+    """Three arrays, for `unnest(%s::text[], %s::text[], %s::text[])`, in their text form
+    (`govindex.adapters.postgres.arrays`)."""
     return (
-        [k.tenant_id for k in keys],
-        [k.source_id for k in keys],
-        [k.doc_id for k in keys],
+        text_array(k.tenant_id for k in keys),
+        text_array(k.source_id for k in keys),
+        text_array(k.doc_id for k in keys),
     )
 
 

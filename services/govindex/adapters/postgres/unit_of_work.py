@@ -15,6 +15,7 @@ from psycopg import AsyncConnection, sql
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
+from govindex.adapters.postgres.arrays import int_array, text_array, time_array
 from govindex.adapters.postgres.chunks import copy_chunks
 from govindex.adapters.postgres.document_keys import key_columns, key_params, lock_id
 from govindex.adapters.postgres.tx import claim_event, enqueue
@@ -222,12 +223,12 @@ class PostgresDocumentTransaction:
             "WHERE documents.last_sequence < EXCLUDED.last_sequence",
             (
                 *key_columns([p.key for p in plans]),
-                [p.sequence for p in plans],
-                [version_id for _, version_id in applied],
-                [p.source_version for p in plans],
-                [p.content_hash for p in plans],
-                [p.path for p in plans],
-                [p.recorded_at for p in plans],
+                int_array(p.sequence for p in plans),
+                text_array(version_id for _, version_id in applied),
+                text_array(p.source_version for p in plans),
+                text_array(p.content_hash for p in plans),
+                text_array(p.path for p in plans),
+                time_array(p.recorded_at for p in plans),
             ),
         )
 

@@ -10,6 +10,7 @@ from typing import Any
 from psycopg import AsyncConnection, sql
 from psycopg.types.json import Jsonb
 
+from govindex.adapters.postgres.arrays import int_array, text_array, time_array
 from govindex.adapters.postgres.document_keys import key_columns
 from govindex.adapters.postgres.vectors import copy_vectors
 from govindex.core.ports import VersionPlan
@@ -19,8 +20,8 @@ async def supersede_current(conn: AsyncConnection[Any], plans: Sequence[VersionP
     """Whatever was current in each plan's document stops being current (system time); its
     chunks move to the plan's sequence, so the projection re-reads them."""
     keys = key_columns([p.key for p in plans])
-    at = [p.recorded_at for p in plans]
-    seq = [p.sequence for p in plans]
+    at = time_array(p.recorded_at for p in plans)
+    seq = int_array(p.sequence for p in plans)
     await conn.execute(
         "UPDATE document_versions x SET superseded_at = u.at FROM unnest(%s::text[], "
         " %s::text[], %s::text[], %s::timestamptz[]) AS u(t, s, d, at) "
@@ -91,9 +92,9 @@ async def end_older_validity(
     """
     params = (
         *key_columns([p.key for p in plans]),
-        [keep or p.version_id for p in plans],
-        [p.valid_from for p in plans],
-        [p.sequence for p in plans],
+        text_array(keep or p.version_id for p in plans),
+        time_array(p.valid_from for p in plans),
+        int_array(p.sequence for p in plans),
     )
     for table, extra, only in (
         ("document_versions", "", ""),
@@ -219,9 +220,9 @@ async def continue_restated(conn: AsyncConnection[Any], plans: Sequence[VersionP
     happened before its first commit (event_time) would be stated twice for every later
     version over the stretch between its event and the new commit."""
     params = (
-        [p.version_id for p in plans],
-        [p.valid_from for p in plans],
-        [p.recorded_at for p in plans],
+        text_array(p.version_id for p in plans),
+        time_array(p.valid_from for p in plans),
+        time_array(p.recorded_at for p in plans),
     )
     await conn.execute(
         "UPDATE chunks n SET valid_from = u.vf FROM unnest(%s::text[], %s::timestamptz[], "
