@@ -28,6 +28,7 @@ def indexer_ports(rt: Runtime, generation: int) -> IndexerPorts:
         generation=generation,
         cache=rt.cache,
         embedders=rt.embedders,
+        embed_deferred=rt.settings.embed_deferred,
         generations=rt.generations,
         tokens=rt.tokens,
     )

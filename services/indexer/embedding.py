@@ -41,18 +41,32 @@ async def reembed(
     return done
 
 
+# How long a batch of the backlog is an indexer's own: well past the time a model takes
+# to embed one (an HTTP endpoint's timeout and retries included). A claim of an indexer
+# that died lapses after it, and another indexer takes the chunks.
+CLAIM_S = 300.0
+
+
 async def drain_backlog(
     vectors: VectorStore, embedders: Sequence[Embedder], *, batch: int = 256
 ) -> int:
-    """Embed queued chunks with every model, oldest first, until none is queued; returns
-    how many were settled. A model that fails leaves them queued (raises its error)."""
+    """Embed queued chunks with every model, oldest first, until none is free; returns
+    how many were settled. Each batch is claimed first, so indexers draining side by side
+    share the backlog and embed no chunk twice. A model that fails leaves its batch queued
+    (raises its error)."""
     done = 0
-    while rows := await vectors.backlog(batch):
+    while rows := await vectors.claim_backlog(batch, CLAIM_S):
         ids = [chunk_id for chunk_id, _ in rows]
         texts = [text for _, text in rows]
-        for embedder in embedders:
-            made = await asyncio.to_thread(embedder.embed, texts)
-            await vectors.put(ids, made, (embedder.name, embedder.version))
+        try:
+            for embedder in embedders:
+                made = await asyncio.to_thread(embedder.embed, texts)
+                await vectors.put(ids, made, (embedder.name, embedder.version))
+        except BaseException:
+            # Free at once for the next round (or another indexer), not after the claim.
+            with contextlib.suppress(Exception):
+                await vectors.release(ids)
+            raise
         await vectors.settle(ids)
         done += len(rows)
         if len(rows) < batch:
@@ -67,18 +81,27 @@ async def embed_backlog_forever(
     *,
     every_s: float = 5.0,
     longest_s: float = 300.0,
+    drainers: int = 1,
 ) -> None:
     """The indexer's background loop: drain the backlog every `every_s`; while a model
     keeps failing, wait twice as long each time (up to `longest_s`), so a service that is
-    down is asked less and less often, and all is embedded once it is back."""
+    down is asked less and less often, and all is embedded once it is back. `drainers`
+    batches at a time: with two, one batch is embedded while PostgreSQL inserts the
+    other's vectors into the HNSW graph."""
     wait = every_s
     while not stop.is_set():
         try:
-            done = await drain_backlog(vectors, embedders)
+            async with asyncio.TaskGroup() as group:
+                rounds = [
+                    group.create_task(drain_backlog(vectors, embedders)) for _ in range(drainers)
+                ]
+            done = sum(r.result() for r in rounds)
             if done:
                 log.info("embedding.backlog_drained", chunks=done)
             wait = every_s
         except Exception as exc:
+            while isinstance(exc, ExceptionGroup):  # the first drainer's error says it
+                exc = exc.exceptions[0]
             wait = min(wait * 2, longest_s)
             log.warning(
                 "embedding.backlog_waiting",

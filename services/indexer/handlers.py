@@ -40,7 +40,7 @@ from indexer.announcing import Announcer
 from indexer.applying import CONSUMER, BatchResult, apply_batch, project
 from indexer.decisions import Overlay
 from indexer.planning import PlannedEvent, plan_version
-from indexer.preparing import embed, prepare_batch
+from indexer.preparing import embed, prepare_batch, queue_for_embedding
 
 __all__ = [
     "CONSUMER",
@@ -70,6 +70,7 @@ class IndexerPorts:
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     cache: TaggedCache | None = None
     embedders: Sequence[Embedder] = ()  # the live model's, and one being built beside it
+    embed_deferred: bool = False  # commit without vectors; the backlog loop embeds them
     generations: GenerationRegistry | None = None  # rebuilds in progress get writes too
     tokens: TokenEstimator = HEURISTIC  # stamps `token_estimate` (the read API's counter)
 
@@ -128,7 +129,10 @@ async def record_batch(envelopes: Sequence[Envelope], ports: IndexerPorts) -> Re
     started = time.monotonic()
     planned, refused = await _prepare(envelopes, ports)
     if ports.embedders and any(isinstance(e.plan, VersionPlan) for e in planned):
-        planned = await asyncio.to_thread(embed, planned, ports.embedders)
+        if ports.embed_deferred:
+            planned = queue_for_embedding(planned)
+        else:
+            planned = await asyncio.to_thread(embed, planned, ports.embedders)
     # (a batch of tombstones has nothing to embed: no hop through a thread pool that
     # the documents lanes may keep busy)
     prepared = time.monotonic()

@@ -190,6 +190,17 @@ async def content(payload: DocumentChanged, *, blobs: BlobStore, store: ChunkSto
     return text
 
 
+def queue_for_embedding(planned: list[PlannedEvent]) -> list[PlannedEvent]:
+    """The events with their chunks queued for every model (`GOVINDEX_EMBED_DEFERRED`):
+    committed without vectors, embedded by the backlog loop right after."""
+    return [
+        replace(e, plan=replace(e.plan, embed_pending=True))
+        if isinstance(e.plan, VersionPlan) and e.plan.chunks
+        else e
+        for e in planned
+    ]
+
+
 def embed(planned: list[PlannedEvent], embedders: Sequence[Embedder]) -> list[PlannedEvent]:
     """The events with their chunks' vectors: one call per model for the whole batch.
 

@@ -5,6 +5,7 @@ ranking ever mixing the two."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,6 +20,7 @@ from govindex.control.reembed import REEMBED
 from govindex.core.jobs import JobState
 from govindex.core.settings import Settings
 from govindex.runtime.composition import Runtime
+from indexer.embedding import drain_backlog
 from reader.app import read_service
 from reader.models import SearchRequest
 from tests.support.embedding_server import EmbeddingServer
@@ -104,6 +106,91 @@ async def test_an_embedding_endpoint_down_then_back_loses_nothing(settings: Sett
             assert (await docs_found(p, "invoice refunds card payments", ["dense"]))[0] == (
                 "runbooks/refunds.md"
             )
+
+
+async def _vectors(p: Pipeline) -> tuple[int, int, int]:
+    """(the tenant's chunks, those with a vector, those whose vector was written in the
+    chunk's own transaction)."""
+    async with p.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT count(*), count(v.chunk_id), count(*) FILTER (WHERE v.xmin = c.xmin) "
+            "FROM chunks c LEFT JOIN chunk_vectors v USING (chunk_id) WHERE c.tenant_id = %s",
+            (p.tenant,),
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        return int(row[0]), int(row[1]), int(row[2])
+
+
+async def test_inline_embedding_commits_each_vector_with_its_chunk(settings: Settings) -> None:
+    async with running(settings.model_copy(update={"embed_deferred": False})) as p:
+        await p.wait_processed(p.publish(p.change("runbooks/refunds.md", 1, REFUNDS)))
+        chunks, embedded, together = await _vectors(p)
+        assert chunks == embedded == together > 0
+        assert await p.rt.vectors.backlog_size() == 0
+
+
+async def test_deferred_embedding_commits_chunks_first_and_embeds_them_right_after(
+    settings: Settings,
+) -> None:
+    deferred = settings.model_copy(update={"embed_deferred": True, "embed_backlog_every_s": 0.2})
+    async with running(deferred) as p:
+        await p.wait_processed(
+            p.publish(
+                p.change("runbooks/failover.md", 1, FAILOVER),
+                p.change("runbooks/refunds.md", 1, REFUNDS),
+            )
+        )
+        await until(p.rt.vectors.backlog_size, lambda n: n == 0, 60, "the backlog drained")
+        chunks, embedded, together = await _vectors(p)
+        # Every chunk has its vector, none written by the transaction that committed it.
+        assert chunks == embedded > 0 and together == 0
+        assert (await docs_found(p, "invoice refunds card payments", ["dense"]))[0] == (
+            "runbooks/refunds.md"
+        )
+
+
+async def test_indexers_draining_side_by_side_share_the_backlog(settings: Settings) -> None:
+    # The loop drains once as the workers start, then not for an hour: what is queued
+    # stays queued until the test drains it.
+    deferred = settings.model_copy(update={"embed_deferred": True, "embed_backlog_every_s": 3600.0})
+    async with running(deferred) as p:
+        texts = (FAILOVER, REFUNDS, BACKUPS)
+        await p.wait_processed(
+            p.publish(*(p.change(f"runbooks/{n}.md", 1, t) for n, t in enumerate(texts)))
+        )
+        await p.stop_workers()
+        vectors = p.rt.vectors
+        queued = await vectors.backlog_size()
+        assert (await _vectors(p))[:2] == (queued, 0) and queued >= 3
+        # Committed and found at once by the other channels; by the dense one once embedded.
+        assert await docs_found(p, "invoice refunds", ["fulltext"]) == ["runbooks/1.md"]
+        assert await docs_found(p, "invoice refunds card payments", ["dense"]) == []
+
+        first = await vectors.claim_backlog(1, 60.0)
+        rest = await vectors.claim_backlog(queued, 60.0)
+        assert len(first) == 1 and len(rest) == queued - 1
+        assert not {c for c, _ in first} & {c for c, _ in rest}
+        assert await vectors.claim_backlog(queued, 60.0) == []  # all held
+        await vectors.release([c for c, _ in first])
+        assert await vectors.claim_backlog(queued, 60.0) == first  # given back
+        await vectors.release([c for c, _ in first + rest])
+        lapsing = await vectors.claim_backlog(queued, 0.0)  # a claim that lapses at once
+        assert len(lapsing) == queued
+        assert len(await vectors.claim_backlog(queued, 60.0)) == queued
+        await vectors.release([c for c, _ in lapsing])
+
+        # Two drainers, a chunk at a time: each chunk is claimed (and embedded) once.
+        done = await asyncio.gather(
+            drain_backlog(vectors, p.rt.embedders, batch=1),
+            drain_backlog(vectors, p.rt.embedders, batch=1),
+        )
+        assert sum(done) == queued
+        assert await vectors.backlog_size() == 0
+        assert (await _vectors(p))[:2] == (queued, queued)
+        assert (await docs_found(p, "invoice refunds card payments", ["dense"]))[0] == (
+            "runbooks/1.md"
+        )
 
 
 async def _exact(p: Pipeline, model: tuple[str, str], dims: int, query: bytes) -> list[str]:

@@ -153,6 +153,9 @@ class Workers:
                 self.rt.embedders,
                 self._stop,
                 every_s=settings.embed_backlog_every_s,
+                # After the commit the backlog is the dense channel's only way in: two
+                # batches in flight keep the model and PostgreSQL both at work.
+                drainers=2 if settings.embed_deferred else 1,
             )
             self._background.append(asyncio.create_task(backlog, name="embedding-backlog"))
         if self.heal:

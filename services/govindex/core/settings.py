@@ -342,6 +342,14 @@ class Settings(BaseSettings):
         description="How often an indexer embeds the chunks committed while a model was "
         "down or slow (doubling, up to 5 minutes, while it stays down).",
     )
+    embed_deferred: bool = Field(
+        default=False,
+        description="Commit new chunks without their vectors and embed them from the backlog "
+        "right after (each indexer drains it every GOVINDEX_EMBED_BACKLOG_EVERY_S, without a "
+        "pause while more is queued): ingestion waits neither for the model nor for the HNSW "
+        "index, and the dense channel finds a chunk once it is embedded, every other channel "
+        "at once (docs/operating/vectors.md#embedding-after-the-commit).",
+    )
     dense_ef_search: int = Field(
         default=100,
         ge=10,

@@ -268,19 +268,34 @@ class PostgresVectorStore:
             assert row is not None
             return int(row[0]), int(row[1])
 
-    async def backlog(self, limit: int) -> list[tuple[str, str]]:
+    async def claim_backlog(self, limit: int, lease_s: float) -> list[tuple[str, str]]:
+        # Rows another indexer is claiming right now are skipped, not waited for; a claim
+        # holds no lock once this commits, so a purge of a claimed chunk goes ahead (and
+        # `put` then skips it).
         async with transaction(self._pool) as conn:
             cur = await conn.execute(
-                "SELECT c.chunk_id, c.text FROM embedding_backlog b JOIN chunks c USING "
-                "(chunk_id) ORDER BY b.queued_at, b.chunk_id LIMIT %s",
-                (limit,),
+                "UPDATE embedding_backlog b SET claimed_until = now() + make_interval(secs => %s) "
+                "FROM chunks c WHERE b.chunk_id = ANY (ARRAY(SELECT chunk_id FROM "
+                " embedding_backlog WHERE claimed_until IS NULL OR claimed_until < now() "
+                " ORDER BY queued_at, chunk_id LIMIT %s FOR UPDATE SKIP LOCKED)) "
+                " AND c.chunk_id = b.chunk_id "
+                "RETURNING b.queued_at, b.chunk_id, c.text",
+                (lease_s, limit),
             )
-            return [(row[0], row[1]) for row in await cur.fetchall()]
+            rows = sorted(await cur.fetchall())
+            return [(row[1], row[2]) for row in rows]
 
     async def settle(self, chunk_ids: Sequence[str]) -> None:
         async with transaction(self._pool) as conn:
             await conn.execute(
                 "DELETE FROM embedding_backlog WHERE chunk_id = ANY (%s)", (list(chunk_ids),)
+            )
+
+    async def release(self, chunk_ids: Sequence[str]) -> None:
+        async with transaction(self._pool) as conn:
+            await conn.execute(
+                "UPDATE embedding_backlog SET claimed_until = NULL WHERE chunk_id = ANY (%s)",
+                (list(chunk_ids),),
             )
 
     async def backlog_size(self) -> int:

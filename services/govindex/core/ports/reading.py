@@ -228,12 +228,17 @@ class VectorStore(Protocol):
 
     async def switch_generation(self, embedder: str, version: str) -> bool: ...
 
-    async def backlog(self, limit: int) -> list[tuple[str, str]]:
-        """(chunk id, text) of the oldest chunks queued for embedding."""
+    async def claim_backlog(self, limit: int, lease_s: float) -> list[tuple[str, str]]:
+        """(chunk id, text) of the oldest queued chunks no one else holds, now held by the
+        caller for `lease_s` (then another may take them: the caller died or hangs)."""
         ...
 
     async def settle(self, chunk_ids: Sequence[str]) -> None:
         """Take chunks off the backlog (their vectors are stored)."""
+        ...
+
+    async def release(self, chunk_ids: Sequence[str]) -> None:
+        """Give claimed chunks back to the backlog (they were not embedded)."""
         ...
 
     async def backlog_size(self) -> int: ...
