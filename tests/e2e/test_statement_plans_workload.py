@@ -89,7 +89,8 @@ ALLOWED: dict[str, str] = {
     "awaits IS NOT NULL AND settled_at IS NULL), (SELECT count(*) FROM outbox WHERE "
     "published_at IS NULL), (SELECT count(*) FROM tombstones WHERE purge_state <> 'purged'), "
     "(SELECT coalesce(extract(epoch FROM now() - min(recorded_at)), 0) FROM tombstones WHERE "
-    "purge_state <> 'purged'), (SELECT count(*) FROM embedding_backlog)": (
+    "purge_state <> 'purged'), (SELECT count(*) FROM embedding_backlog), (SELECT "
+    "coalesce(extract(epoch FROM now() - min(queued_at)), 0) FROM embedding_backlog)": (
         "the metrics' gauges: the embedding backlog's size (a queue that drains) is the metric"
     ),
 }

@@ -65,6 +65,10 @@ EMBEDDING_BACKLOG = Gauge(
     "govindex_embedding_backlog_chunks",
     "Chunks waiting for a vector (absent from the dense channel until embedded).",
 )
+EMBEDDING_BACKLOG_OLDEST = Gauge(
+    "govindex_embedding_backlog_oldest_seconds",
+    "How long the oldest chunk waiting for a vector has waited (0: none waits).",
+)
 BULK_ITEMS = Counter(
     "govindex_opensearch_bulk_items",
     "OpenSearch bulk items by result: created, conflict (already newer), rejected, retryable.",

@@ -106,7 +106,9 @@ class PostgresGauges(PostgresAdapter):
             " (SELECT count(*) FROM tombstones WHERE purge_state <> 'purged'), "
             " (SELECT coalesce(extract(epoch FROM now() - min(recorded_at)), 0) FROM tombstones "
             "  WHERE purge_state <> 'purged'), "
-            " (SELECT count(*) FROM embedding_backlog)"
+            " (SELECT count(*) FROM embedding_backlog), "
+            " (SELECT coalesce(extract(epoch FROM now() - min(queued_at)), 0) "
+            "  FROM embedding_backlog)"
         )
         assert row is not None
         jobs = await self._rows(
@@ -128,5 +130,6 @@ class PostgresGauges(PostgresAdapter):
             "purges_pending": int(row[3]),
             "purges_oldest_s": float(row[4]),
             "embedding_backlog": int(row[5]),
+            "embedding_backlog_oldest_s": float(row[6]),
             "jobs": [(str(k), str(s), int(n), int(d or 0), int(t or 0)) for k, s, n, d, t in jobs],
         }
