@@ -193,6 +193,40 @@ async def test_indexers_draining_side_by_side_share_the_backlog(settings: Settin
         )
 
 
+async def test_a_chunk_purged_while_its_batch_is_claimed_gets_no_vector(
+    settings: Settings,
+) -> None:
+    deferred = settings.model_copy(update={"embed_deferred": True, "embed_backlog_every_s": 3600.0})
+    async with running(deferred) as p:
+        await p.wait_processed(
+            p.publish(
+                p.change("runbooks/failover.md", 1, FAILOVER),
+                p.change("runbooks/refunds.md", 1, REFUNDS),
+            )
+        )
+        vectors = p.rt.vectors
+        claimed = await vectors.claim_backlog(100, 60.0)
+        ids = [chunk_id for chunk_id, _ in claimed]
+        gone = [c["chunk_id"] for c in await p.pg_chunks("runbooks/refunds.md")]
+        assert gone and set(gone) <= set(ids)
+        # The document is deleted and purged while its chunks are claimed, not yet embedded.
+        p.publish(p.deletion("runbooks/refunds.md", 2))
+        await p.wait_purged("runbooks/refunds.md", 2)
+        (embedder,) = p.rt.embedders
+        made = embedder.embed([text for _, text in claimed])
+        await vectors.put(ids, made, (embedder.name, embedder.version))
+        await vectors.settle(ids)
+        async with p.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT count(*) FROM chunk_vectors WHERE chunk_id = ANY (%s)", (gone,)
+            )
+            row = await cur.fetchone()
+        assert row is not None and row[0] == 0  # nothing of the purged document came back
+        chunks, embedded, _ = await _vectors(p)
+        assert chunks == embedded > 0  # the other document's chunks have their vectors
+        assert await vectors.backlog_size() == 0
+
+
 async def _exact(p: Pipeline, model: tuple[str, str], dims: int, query: bytes) -> list[str]:
     """The model's exact ranking of the tenant's current chunks (no index), by doc id."""
     async with p.pool.connection() as conn:
