@@ -59,15 +59,13 @@ async def drain_backlog(
         ids = [chunk_id for chunk_id, _ in rows]
         texts = [text for _, text in rows]
         try:
-            for embedder in embedders:
-                made = await asyncio.to_thread(embedder.embed, texts)
-                await vectors.put(ids, made, (embedder.name, embedder.version))
+            made = {(e.name, e.version): await asyncio.to_thread(e.embed, texts) for e in embedders}
+            await vectors.settle(ids, made)
         except BaseException:
             # Free at once for the next round (or another indexer), not after the claim.
             with contextlib.suppress(Exception):
                 await vectors.release(ids)
             raise
-        await vectors.settle(ids)
         done += len(rows)
         if len(rows) < batch:
             break

@@ -214,8 +214,7 @@ async def test_a_chunk_purged_while_its_batch_is_claimed_gets_no_vector(
         await p.wait_purged("runbooks/refunds.md", 2)
         (embedder,) = p.rt.embedders
         made = embedder.embed([text for _, text in claimed])
-        await vectors.put(ids, made, (embedder.name, embedder.version))
-        await vectors.settle(ids)
+        await vectors.settle(ids, {(embedder.name, embedder.version): made})
         async with p.pool.connection() as conn:
             cur = await conn.execute(
                 "SELECT count(*) FROM chunk_vectors WHERE chunk_id = ANY (%s)", (gone,)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,6 +181,26 @@ def _index_ddl(generation: Generation) -> sql.Composed:
     )
 
 
+async def _put_present(
+    conn: AsyncConnection[Any],
+    chunk_ids: Sequence[str],
+    made: Mapping[tuple[str, str], Sequence[bytes]],
+) -> None:
+    """Each model's vectors of the chunks still there: a chunk purged since its text was
+    read is skipped (its foreign key would fail), and none can go while this commits."""
+    if not any(made.values()):
+        return
+    cur = await conn.execute(
+        "SELECT chunk_id FROM chunks WHERE chunk_id = ANY (%s) FOR SHARE", (list(chunk_ids),)
+    )
+    present = {row[0] for row in await cur.fetchall()}
+    for model, vectors in made.items():
+        keep = [(c, v) for c, v in zip(chunk_ids, vectors, strict=True) if c in present]
+        if keep:
+            dims = len(keep[0][1]) // 4
+            await insert_vectors(conn, [c for c, _ in keep], [v for _, v in keep], model, dims)
+
+
 class PostgresVectorStore:
     """Implements VectorStore: which chunks lack a model's vector, storing them, and the
     model generations."""
@@ -245,16 +265,7 @@ class PostgresVectorStore:
         if not vectors:
             return
         async with transaction(self._pool) as conn:
-            # A chunk purged since it was read is skipped (its foreign key would fail).
-            cur = await conn.execute(
-                "SELECT chunk_id FROM chunks WHERE chunk_id = ANY (%s) FOR SHARE",
-                (list(chunk_ids),),
-            )
-            present = {row[0] for row in await cur.fetchall()}
-            keep = [(c, v) for c, v in zip(chunk_ids, vectors, strict=True) if c in present]
-            await insert_vectors(
-                conn, [c for c, _ in keep], [v for _, v in keep], embedder, len(vectors[0]) // 4
-            )
+            await _put_present(conn, chunk_ids, {embedder: vectors})
 
     async def count(self, embedder: str, version: str) -> tuple[int, int]:
         """(chunks with a vector of this model, all chunks)."""
@@ -285,8 +296,11 @@ class PostgresVectorStore:
             rows = sorted(await cur.fetchall())
             return [(row[1], row[2]) for row in rows]
 
-    async def settle(self, chunk_ids: Sequence[str]) -> None:
+    async def settle(
+        self, chunk_ids: Sequence[str], made: Mapping[tuple[str, str], Sequence[bytes]]
+    ) -> None:
         async with transaction(self._pool) as conn:
+            await _put_present(conn, chunk_ids, made)
             await conn.execute(
                 "DELETE FROM embedding_backlog WHERE chunk_id = ANY (%s)", (list(chunk_ids),)
             )

@@ -233,8 +233,11 @@ class VectorStore(Protocol):
         caller for `lease_s` (then another may take them: the caller died or hangs)."""
         ...
 
-    async def settle(self, chunk_ids: Sequence[str]) -> None:
-        """Take chunks off the backlog (their vectors are stored)."""
+    async def settle(
+        self, chunk_ids: Sequence[str], made: Mapping[tuple[str, str], Sequence[bytes]]
+    ) -> None:
+        """Store claimed chunks' vectors, by model (of the chunks still there), and take
+        the chunks off the backlog, in one transaction."""
         ...
 
     async def release(self, chunk_ids: Sequence[str]) -> None:
